@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up a virtual environment with the core and every plugin as separate packages, then
+# runs the main job (`bash setup.sh demo`) or the test suite (`bash setup.sh test`).
+set -euo pipefail
+cd "$(dirname "$0")"
+job="${1:-demo}"
+shift || true
+case "$job" in demo|test) ;; *) echo "usage: bash setup.sh demo|test [args for uops demo / pytest]" >&2; exit 2 ;; esac
+
+if ! command -v clang >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing clang (the CPU backend's compiler) with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null
+  else
+    echo "setup: clang is missing; the CPU backend needs it. Install it (e.g. 'sudo apt-get install clang')" \
+         "and rerun. Continuing: the PYTHON backend works without it." >&2
+  fi
+fi
+
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+VPY=.venv/bin/python
+"$VPY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
+plugins=()
+for p in plugins/*/; do [ -f "$p/pyproject.toml" ] && plugins+=("./$p"); done
+if [ "$job" = test ]; then
+  "$VPY" -m pip install -q --disable-pip-version-check -e ".[test]" "${plugins[@]/#/-e}" 2>&1 | grep -v "^WARNING: Location" || true
+  exec "$VPY" -m pytest -q "$@"
+else
+  "$VPY" -m pip install -q --disable-pip-version-check . "${plugins[@]}" 2>&1 | grep -v "^WARNING: Location" || true
+  exec .venv/bin/uops demo "$@"
+fi

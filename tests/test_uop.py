@@ -1,0 +1,44 @@
+import gc
+import weakref
+
+import pytest
+
+from uops import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
+
+
+def test_hash_consing_returns_same_object():
+    a = UOp.variable("a", 0, 10)
+    assert (a + 1) is (a + 1)
+    assert UOp.const(dtypes.int32, 3) is UOp.const(dtypes.int32, 3)
+    assert UOp.const(dtypes.int32, 3) is not UOp.const(dtypes.int64, 3)
+
+
+def test_unreferenced_nodes_are_freed():
+    a = UOp.variable("freed_var", 0, 10)
+    ref = weakref.ref(a * 12345)
+    gc.collect()
+    assert ref() is None
+
+
+def test_immutable():
+    a = UOp.variable("a", 0, 10)
+    with pytest.raises(AttributeError, match="immutable"):
+        a.op = Ops.ADD  # type: ignore[misc]
+
+
+def test_deep_chain_rewrites_without_recursion_error():
+    x = UOp.variable("x", 0, 10)
+    for _ in range(100_000):
+        x = x + 1
+    pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("a"), UPat.cvar("c")]), lambda a, c: None)])
+    assert graph_rewrite(x, pm) is x
+    assert x.vmax == 100_010
+
+
+def test_rule_returning_non_uop_names_the_rule():
+    def bad_rule(x):
+        return 3
+
+    pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, name="x"), bad_rule)])
+    with pytest.raises(TypeError, match="bad_rule"):
+        graph_rewrite(UOp.variable("v", 0, 1), pm)
