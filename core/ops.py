@@ -27,6 +27,7 @@ class Ops(IntEnum):
     BARRIER = auto()
     SINK = auto()
     NOOP = auto()
+    AFTER = auto()  # src: (value, *deps): value, ordered after deps (accumulators, loop-carried state)
     SPECIAL = auto()  # src: (size,); arg: name like "gidx0" or "lidx1"
     # vectors
     VECTORIZE = auto()
