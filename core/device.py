@@ -1,0 +1,264 @@
+"""Runtime contracts (``Allocator``, ``Program``, ``Runtime``) and ``Buffer``.
+
+A backend's runtime is the only part that touches hardware: it allocates memory, copies
+bytes in and out, and loads compiled bytes as launchable programs (never compiling).
+``Buffer`` is the core's handle on device memory: typed, sized in elements, allocated
+lazily, and guarded against use after free.
+"""
+
+from __future__ import annotations
+
+import weakref
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+from uops.dtypes import DType, PtrDType, to_numpy
+
+__all__ = ["Allocator", "Buffer", "BufferFreedError", "HostAllocator", "Program", "Runtime", "copy_between"]
+
+
+class Allocator(ABC):
+    """Device memory: opaque handles, host<->device copies, an optional zero-copy host view."""
+
+    @abstractmethod
+    def alloc(self, nbytes: int) -> Any:
+        """Allocate ``nbytes`` and return an opaque handle."""
+
+    @abstractmethod
+    def free(self, handle: Any, nbytes: int) -> None:
+        """Release a handle returned by ``alloc(nbytes)``."""
+
+    @abstractmethod
+    def copyin(self, handle: Any, src: memoryview) -> None:
+        """Host -> device: copy all of ``src`` (bytes) into the buffer."""
+
+    @abstractmethod
+    def copyout(self, dest: memoryview, handle: Any) -> None:
+        """Device -> host: fill all of ``dest`` (bytes) from the buffer."""
+
+    def as_memoryview(self, handle: Any, nbytes: int) -> memoryview | None:
+        """A zero-copy writable host view of the buffer, or None when memory isn't host-visible."""
+        return None
+
+
+class Program(ABC):
+    """A loaded kernel; calling it launches it."""
+
+    @abstractmethod
+    def __call__(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, ...] = (1, 1, 1),
+        local_size: tuple[int, ...] = (1, 1, 1),
+        vals: tuple[int, ...] = (),
+        wait: bool = False,
+    ) -> float | None:
+        """Launch with buffer handles then int32 ``vals``; with ``wait`` return elapsed seconds."""
+
+
+class Runtime(ABC):
+    """One device: its allocator and its program loader."""
+
+    device: str
+    allocator: Allocator
+
+    @abstractmethod
+    def load(self, name: str, lib: bytes) -> Program:
+        """Load compiled bytes (``ProgramSpec.lib``) and return the function ``name``. Never compiles."""
+
+    def synchronize(self) -> None:
+        """Wait for all launched work to finish (a no-op for synchronous devices)."""
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# host memory
+
+
+_ALIGN = 64  # a cache line, and enough for any SIMD load
+
+
+class HostAllocator(Allocator):
+    """Aligned host memory backed by numpy; handles are 1-D ``uint8`` arrays.
+
+    ``handle.ctypes.data`` is the address to pass to native code, and ``as_memoryview`` is
+    zero-copy. Memory is zeroed (calloc-backed, so large buffers cost nothing until touched).
+    """
+
+    def __init__(self, align: int = _ALIGN) -> None:
+        if align <= 0 or align & (align - 1):
+            raise ValueError(f"alignment must be a power of two, got {align}")
+        self.align = align
+
+    def alloc(self, nbytes: int) -> np.ndarray:
+        if nbytes < 0:
+            raise ValueError(f"cannot allocate a negative size ({nbytes} bytes)")
+        raw = np.zeros(nbytes + self.align, dtype=np.uint8)
+        off = -raw.ctypes.data % self.align
+        # the view keeps ``raw`` alive (and, unlike an empty slice, keeps the aligned address at 0 bytes)
+        return np.ndarray((nbytes,), dtype=np.uint8, buffer=raw, offset=off)
+
+    def free(self, handle: Any, nbytes: int) -> None:
+        # numpy owns the memory; it is released when the last view of it is dropped
+        self._check(handle, nbytes, "free")
+
+    def copyin(self, handle: Any, src: memoryview) -> None:
+        data = np.frombuffer(src, dtype=np.uint8)
+        self._check(handle, data.nbytes, "copyin")
+        handle[:] = data
+
+    def copyout(self, dest: memoryview, handle: Any) -> None:
+        out = np.frombuffer(dest, dtype=np.uint8)
+        self._check(handle, out.nbytes, "copyout")
+        if out.flags.writeable is False:
+            raise ValueError("copyout needs a writable destination; got a read-only buffer")
+        out[:] = handle
+
+    def as_memoryview(self, handle: Any, nbytes: int) -> memoryview:
+        self._check(handle, nbytes, "as_memoryview")
+        return handle.data
+
+    @staticmethod
+    def _check(handle: Any, nbytes: int, what: str) -> None:
+        if not isinstance(handle, np.ndarray) or handle.dtype != np.uint8 or handle.ndim != 1:
+            raise TypeError(f"HostAllocator.{what}: expected a handle from HostAllocator.alloc, got {type(handle)}")
+        if handle.nbytes != nbytes:
+            raise ValueError(f"HostAllocator.{what}: size mismatch, buffer has {handle.nbytes} bytes, got {nbytes}")
+
+
+# ---------------------------------------------------------------------------------------
+# Buffer
+
+
+class BufferFreedError(RuntimeError):
+    """A Buffer was used after ``free()``."""
+
+
+def _release(allocator: Allocator, handle: Any, nbytes: int) -> None:
+    allocator.free(handle, nbytes)
+
+
+class Buffer:
+    """``size`` elements of ``dtype`` on a runtime's device, allocated on first use."""
+
+    def __init__(self, runtime: Runtime, size: int, dtype: DType, name: str | None = None) -> None:
+        if isinstance(dtype, PtrDType):
+            raise TypeError(f"a Buffer holds values, not pointers: pass {dtype.base!r}, not {dtype!r}")
+        if not isinstance(size, int) or size < 0:
+            raise ValueError(f"Buffer size must be a non-negative int (elements), got {size!r}")
+        to_numpy(dtype)  # fail now, not at first use, for a dtype with no host form
+        self.runtime = runtime
+        self.size = size
+        self.dtype = dtype
+        self.name = name
+        self._handle: Any = None
+        self._freed = False
+        self._finalizer: weakref.finalize | None = None
+
+    # ---- identity
+
+    @property
+    def device(self) -> str:
+        return self.runtime.device
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.nbytes
+
+    @property
+    def is_allocated(self) -> bool:
+        return self._handle is not None
+
+    def __repr__(self) -> str:
+        state = "freed" if self._freed else ("allocated" if self._handle is not None else "unallocated")
+        label = f" {self.name!r}" if self.name else ""
+        return f"<Buffer{label} {self.device} {self.dtype!r}[{self.size}] {state}>"
+
+    # ---- memory
+
+    def _live(self) -> None:
+        if self._freed:
+            raise BufferFreedError(f"use of buffer {self!r} after free(); allocate a new Buffer instead")
+
+    def allocate(self) -> Buffer:
+        """Allocate now (otherwise the first use does it)."""
+        self._live()
+        if self._handle is None:
+            alloc = self.runtime.allocator
+            self._handle = alloc.alloc(self.nbytes)
+            # free on garbage collection, but not at interpreter exit when drivers may be gone
+            self._finalizer = weakref.finalize(self, _release, alloc, self._handle, self.nbytes)
+            self._finalizer.atexit = False
+        return self
+
+    @property
+    def handle(self) -> Any:
+        """The allocator's handle (allocating if needed): what a Program is called with."""
+        self.allocate()
+        return self._handle
+
+    def free(self) -> None:
+        """Release the memory now; any later use of this Buffer raises ``BufferFreedError``."""
+        self._live()
+        self._freed = True
+        if self._finalizer is not None:
+            self._finalizer()  # calls allocator.free once
+            self._finalizer = None
+        self._handle = None
+
+    # ---- data
+
+    def _host_dtype(self) -> np.dtype:
+        return to_numpy(self.dtype)
+
+    def copyin(self, arr: np.ndarray) -> Buffer:
+        """Copy a host array into the buffer; dtype and element count must match exactly."""
+        self._live()
+        arr = np.asarray(arr)
+        want = self._host_dtype()
+        if arr.dtype != want:
+            raise TypeError(
+                f"copyin to {self!r}: array dtype is {arr.dtype}, buffer holds {want}; "
+                f"convert first with arr.astype(np.{want.name})"
+            )
+        if arr.size != self.size * self.dtype.count:
+            raise ValueError(f"copyin to {self!r}: array has {arr.size} elements ({arr.shape}), buffer has {self.size}")
+        flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        self.runtime.allocator.copyin(self.handle, flat.data)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the contents (1-D; bfloat16 comes back as raw uint16 bits)."""
+        self._live()
+        out = np.empty(self.size * self.dtype.count, dtype=self._host_dtype())
+        self.runtime.synchronize()
+        self.runtime.allocator.copyout(out.view(np.uint8).data, self.handle)
+        return out
+
+    def as_numpy(self) -> np.ndarray | None:
+        """A zero-copy writable view of the device memory, or None when it isn't host-visible.
+
+        The view is valid only until ``free()``; call ``runtime.synchronize()`` before reading
+        it after a launch on an asynchronous device.
+        """
+        self._live()
+        mv = self.runtime.allocator.as_memoryview(self.handle, self.nbytes)
+        if mv is None:
+            return None
+        return np.frombuffer(mv, dtype=self._host_dtype())
+
+
+def copy_between(src: Buffer, dst: Buffer) -> None:
+    """Copy ``src`` into ``dst`` through host memory (works across any two devices)."""
+    src._live()
+    dst._live()
+    if src.nbytes != dst.nbytes:
+        raise ValueError(f"copy_between: {src!r} has {src.nbytes} bytes but {dst!r} has {dst.nbytes}")
+    src.runtime.synchronize()
+    view = src.runtime.allocator.as_memoryview(src.handle, src.nbytes)
+    if view is None:
+        tmp = np.empty(src.nbytes, dtype=np.uint8)
+        src.runtime.allocator.copyout(tmp.data, src.handle)
+        view = tmp.data
+    dst.runtime.allocator.copyin(dst.handle, view)

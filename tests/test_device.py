@@ -1,0 +1,215 @@
+"""Buffer, HostAllocator and the runtime contracts."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import numpy as np
+import pytest
+from uops.device import Allocator, Buffer, BufferFreedError, HostAllocator, Program, Runtime, copy_between
+from uops.dtypes import dtypes, f32_to_bf16
+
+
+class CountingHostAllocator(HostAllocator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.allocs = 0
+        self.frees = 0
+
+    def alloc(self, nbytes: int) -> np.ndarray:
+        self.allocs += 1
+        return super().alloc(nbytes)
+
+    def free(self, handle: Any, nbytes: int) -> None:
+        self.frees += 1
+        super().free(handle, nbytes)
+
+
+class BytesAllocator(Allocator):
+    """Memory that is not host-visible through a view: only copies reach it."""
+
+    def __init__(self) -> None:
+        self.live: dict[int, bytearray] = {}
+        self.next = 0
+
+    def alloc(self, nbytes: int) -> int:
+        self.next += 1
+        self.live[self.next] = bytearray(nbytes)
+        return self.next
+
+    def free(self, handle: Any, nbytes: int) -> None:
+        del self.live[handle]
+
+    def copyin(self, handle: Any, src: memoryview) -> None:
+        self.live[handle][:] = bytes(src)
+
+    def copyout(self, dest: memoryview, handle: Any) -> None:
+        dest[:] = self.live[handle]
+
+
+class HostRuntime(Runtime):
+    def __init__(self, allocator: Allocator | None = None, device: str = "HOST") -> None:
+        self.device = device
+        self.allocator = allocator or CountingHostAllocator()
+
+    def load(self, name: str, lib: bytes) -> Program:
+        raise NotImplementedError("HostRuntime runs no programs; it exists to test buffers")
+
+
+def test_contracts_are_abstract() -> None:
+    with pytest.raises(TypeError):
+        Allocator()  # type: ignore[abstract]
+    with pytest.raises(TypeError):
+        Runtime()  # type: ignore[abstract]
+    with pytest.raises(TypeError):
+        Program()  # type: ignore[abstract]
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 3, 64, 1000, 1 << 20])
+def test_host_allocator_aligned_zeroed(nbytes: int) -> None:
+    a = HostAllocator()
+    h = a.alloc(nbytes)
+    assert h.nbytes == nbytes
+    assert h.ctypes.data % 64 == 0
+    assert not h.any()
+
+
+def test_host_allocator_view_is_zero_copy() -> None:
+    a = HostAllocator()
+    h = a.alloc(16)
+    mv = a.as_memoryview(h, 16)
+    mv[3] = 7
+    out = bytearray(16)
+    a.copyout(memoryview(out), h)
+    assert out[3] == 7
+    a.copyin(h, memoryview(bytes(range(16))))
+    assert mv[15] == 15
+
+
+def test_host_allocator_size_mismatch() -> None:
+    a = HostAllocator()
+    h = a.alloc(8)
+    with pytest.raises(ValueError, match="size mismatch, buffer has 8 bytes, got 4"):
+        a.copyin(h, memoryview(b"abcd"))
+    with pytest.raises(ValueError, match="alignment must be a power of two"):
+        HostAllocator(align=48)
+
+
+def test_buffer_is_lazy() -> None:
+    rt = HostRuntime()
+    b = Buffer(rt, 10, dtypes.float32)
+    assert not b.is_allocated and rt.allocator.allocs == 0
+    assert b.nbytes == 40 and b.device == "HOST"
+    assert (b.numpy() == 0).all()
+    assert b.is_allocated and rt.allocator.allocs == 1
+    b.numpy()
+    assert rt.allocator.allocs == 1
+
+
+@pytest.mark.parametrize(
+    "dt,arr",
+    [
+        (dtypes.float32, np.linspace(-1, 1, 17, dtype=np.float32)),
+        (dtypes.float64, np.arange(5, dtype=np.float64) / 3),
+        (dtypes.float16, np.array([0.5, -2, 65504], dtype=np.float16)),
+        (dtypes.int8, np.array([-128, 0, 127], dtype=np.int8)),
+        (dtypes.uint64, np.array([0, 2**64 - 1], dtype=np.uint64)),
+        (dtypes.bool, np.array([True, False, True])),
+        (dtypes.bfloat16, f32_to_bf16(np.array([1.5, -3.0, 1e10], dtype=np.float32))),
+    ],
+)
+def test_roundtrip(dt, arr: np.ndarray) -> None:
+    b = Buffer(HostRuntime(), arr.size, dt).copyin(arr)
+    out = b.numpy()
+    assert out.dtype == arr.dtype
+    np.testing.assert_array_equal(out, arr)
+
+
+def test_copyin_accepts_any_shape_and_layout() -> None:
+    arr = np.arange(12, dtype=np.int32).reshape(3, 4).T  # not C-contiguous
+    b = Buffer(HostRuntime(), 12, dtypes.int32).copyin(arr)
+    np.testing.assert_array_equal(b.numpy(), arr.reshape(-1))
+
+
+def test_numpy_is_a_copy_and_as_numpy_is_a_view() -> None:
+    b = Buffer(HostRuntime(), 4, dtypes.int32).copyin(np.arange(4, dtype=np.int32))
+    copy = b.numpy()
+    copy[0] = 99
+    assert b.numpy()[0] == 0
+    view = b.as_numpy()
+    assert view is not None and view.dtype == np.int32
+    view[1] = 42
+    assert b.numpy()[1] == 42
+    b.copyin(np.full(4, 5, dtype=np.int32))
+    assert view[2] == 5
+
+
+def test_copyin_checks_dtype_and_size() -> None:
+    b = Buffer(HostRuntime(), 4, dtypes.float32)
+    with pytest.raises(TypeError, match=r"array dtype is float64, buffer holds float32.*astype"):
+        b.copyin(np.zeros(4))
+    with pytest.raises(ValueError, match="array has 5 elements"):
+        b.copyin(np.zeros(5, dtype=np.float32))
+
+
+def test_bad_buffer_arguments() -> None:
+    with pytest.raises(TypeError, match="not pointers"):
+        Buffer(HostRuntime(), 4, dtypes.float32.ptr())
+    with pytest.raises(ValueError, match="non-negative int"):
+        Buffer(HostRuntime(), -1, dtypes.float32)
+    with pytest.raises(ValueError, match="no numpy equivalent"):
+        Buffer(HostRuntime(), 1, dtypes.void)
+
+
+def test_use_after_free_is_an_error() -> None:
+    rt = HostRuntime()
+    b = Buffer(rt, 8, dtypes.float32, name="weights").copyin(np.ones(8, dtype=np.float32))
+    b.free()
+    assert rt.allocator.frees == 1
+    assert "freed" in repr(b)
+    uses = [
+        b.numpy,
+        b.as_numpy,
+        b.allocate,
+        b.free,
+        lambda: b.handle,
+        lambda: b.copyin(np.ones(8, dtype=np.float32)),
+        lambda: copy_between(b, Buffer(rt, 8, dtypes.float32)),
+    ]
+    for use in uses:
+        with pytest.raises(
+            BufferFreedError, match=r"use of buffer <Buffer 'weights' HOST dtypes.float\[8\].*after free"
+        ):
+            use()
+    assert rt.allocator.frees == 1
+
+
+def test_free_of_unallocated_buffer_allocates_nothing() -> None:
+    rt = HostRuntime()
+    b = Buffer(rt, 8, dtypes.float32)
+    b.free()
+    assert rt.allocator.allocs == 0 and rt.allocator.frees == 0
+    with pytest.raises(BufferFreedError):
+        b.numpy()
+
+
+def test_garbage_collection_frees_once() -> None:
+    rt = HostRuntime()
+    b = Buffer(rt, 8, dtypes.float32).allocate()
+    del b
+    gc.collect()
+    assert rt.allocator.frees == 1
+
+
+def test_copy_between_host_and_non_host_memory() -> None:
+    host, opaque = HostRuntime(), HostRuntime(BytesAllocator(), device="OPAQUE")
+    src = Buffer(host, 6, dtypes.float32).copyin(np.arange(6, dtype=np.float32))
+    mid = Buffer(opaque, 6, dtypes.float32)
+    assert mid.as_numpy() is None
+    copy_between(src, mid)
+    back = Buffer(host, 6, dtypes.float32)
+    copy_between(mid, back)
+    np.testing.assert_array_equal(back.numpy(), np.arange(6, dtype=np.float32))
+    with pytest.raises(ValueError, match="has 24 bytes but"):
+        copy_between(src, Buffer(host, 5, dtypes.float32))
