@@ -1,10 +1,37 @@
 """uops: a slim tensor-compiler core. Backends are separate packages found through entry points."""
 
+from typing import TYPE_CHECKING
+
 from uops.dtypes import DType, PtrDType, dtypes
 from uops.ops import AxisType, GroupOp, Ops
 from uops.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.uop import UOp
 
+if TYPE_CHECKING:
+    from uops.plugins import Device
+
 __version__ = "0.1.0"
 
-__all__ = ["AxisType", "DType", "GroupOp", "Ops", "PatternMatcher", "PtrDType", "UOp", "UPat", "dtypes", "graph_rewrite"]
+
+def __getattr__(name: str) -> object:
+    # `Device` is resolved on first use so `import uops` reads no plugin metadata and imports no plugin.
+    if name == "Device":
+        from uops.plugins import Device
+
+        return Device
+    raise AttributeError(f"module 'uops' has no attribute {name!r}")
+
+
+__all__ = [
+    "AxisType",
+    "DType",
+    "Device",
+    "GroupOp",
+    "Ops",
+    "PatternMatcher",
+    "PtrDType",
+    "UOp",
+    "UPat",
+    "dtypes",
+    "graph_rewrite",
+]

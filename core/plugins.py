@@ -1,0 +1,782 @@
+"""Backend plugins: entry-point discovery, API-range check, lazy loading, quarantine, and `Device`.
+
+Why this shape: a backend ships as its own pip distribution, released on its own schedule.
+The core finds it through the entry-point group ``uops.backends`` by reading installed
+metadata only (no plugin import), checks the distribution's requirement on ``uops`` against
+this core's version, and imports the plugin the first time its device is used. A plugin that
+fails in any way is quarantined with a plain-words reason; every other backend keeps working.
+
+Environment:
+  UOPS_DEVICE=NAME           the device `Device.DEFAULT` names
+  UOPS_STRICT_PLUGINS=1      a broken or incompatible plugin is a hard error (for CI)
+  UOPS_DISABLE_PLUGINS=a,b   skip plugins, by entry-point (device) name or distribution name
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from uops.compiler import Compiler
+    from uops.device import Allocator, Runtime
+    from uops.renderer import Renderer
+
+__all__ = [
+    "Backend",
+    "Device",
+    "DeviceHandle",
+    "PluginError",
+    "PluginStatus",
+    "SpecifierError",
+    "UopsHookSpec",
+    "hookimpl",
+    "hookspec",
+    "register_backend",
+    "specifier_contains",
+]
+
+ENTRY_POINT_GROUP = "uops.backends"
+
+hookspec = pluggy.HookspecMarker("uops")
+hookimpl = pluggy.HookimplMarker("uops")
+
+
+class UopsHookSpec:
+    """The hooks a plugin module may implement (mark them with ``@uops.plugins.hookimpl``)."""
+
+    @hookspec
+    def uops_backends(self) -> list[Backend]:  # type: ignore[empty-body]
+        """Return the backends this plugin provides, one per device name it declared as an entry point."""
+
+
+class PluginError(RuntimeError):
+    """A backend cannot be used: which plugin, what went wrong, and what to do about it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Backend: what a plugin hands the core
+# ---------------------------------------------------------------------------------------------
+
+#: Documented priorities for `Device.DEFAULT` (highest usable wins; PYTHON is always last).
+PRIORITY = {"CUDA": 100, "AMD": 90, "METAL": 80, "CPU": 50, "EMULATED": 20, "PYTHON": 0}
+
+
+@dataclass
+class Backend:
+    """One device's factories and probes.
+
+    The factories are called lazily, so a plugin imports its heavy dependencies only when the
+    device is used. ``renderer(arch)`` / ``compiler(arch)`` take an architecture from
+    ``targets`` (``None`` = the backend's default, normally the host or the first target) and
+    must work without the hardware, so cross-compiling works anywhere the toolchain does.
+    ``probe_compile`` / ``probe_runtime`` return ``None`` when the toolchain / the hardware and
+    driver are present, else a reason that says how to fix it.
+
+    ``priority`` picks `Device.DEFAULT` among the usable devices: CUDA 100, AMD 90, METAL 80,
+    CPU 50, emulated devices 20, PYTHON 0 (always last). Unlisted real hardware: pick by analogy.
+    """
+
+    device: str
+    renderer: Callable[[str | None], Renderer]
+    compiler: Callable[[str | None], Compiler]
+    runtime: Callable[[], Runtime]
+    probe_compile: Callable[[], str | None]
+    probe_runtime: Callable[[], str | None]
+    targets: tuple[str, ...] = ()
+    priority: int = 10
+
+
+# ---------------------------------------------------------------------------------------------
+# Version specifiers (a small PEP 440 subset; no dependency on `packaging`)
+# ---------------------------------------------------------------------------------------------
+
+
+class SpecifierError(ValueError):
+    """A version or a version specifier that cannot be parsed."""
+
+
+_VERSION_RE = re.compile(
+    r"""^\s*v?
+    (?:(?P<epoch>\d+)!)?
+    (?P<release>\d+(?:\.\d+)*)
+    (?:[-_.]?(?P<pre_l>a|b|c|rc|alpha|beta|pre|preview)[-_.]?(?P<pre_n>\d+)?)?
+    (?:-(?P<post_n1>\d+)|[-_.]?(?:post|rev|r)[-_.]?(?P<post_n2>\d+)?(?P<post_l>))?
+    (?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>\d+)?)?
+    (?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?
+    \s*$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+_CLAUSE_RE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)\s*$")
+
+
+@dataclass(frozen=True)
+class _Version:
+    epoch: int
+    release: tuple[int, ...]
+    pre: tuple[int, int] | None
+    post: int | None
+    dev: int | None
+
+    @staticmethod
+    def parse(text: str) -> _Version:
+        m = _VERSION_RE.match(text)
+        if m is None:
+            raise SpecifierError(f"{text!r} is not a PEP 440 version")
+        pre = None
+        if m["pre_l"]:
+            pre = (_PRE_RANK[m["pre_l"].lower()], int(m["pre_n"] or 0))
+        post = None
+        if m["post_n1"] is not None:
+            post = int(m["post_n1"])
+        elif m["post_l"] is not None:
+            post = int(m["post_n2"] or 0)
+        dev = int(m["dev_n"] or 0) if m["dev_l"] else None
+        return _Version(int(m["epoch"] or 0), tuple(int(p) for p in m["release"].split(".")), pre, post, dev)
+
+    @property
+    def is_pre(self) -> bool:
+        return self.pre is not None or self.dev is not None
+
+    def key(self) -> tuple[Any, ...]:
+        rel = list(self.release)
+        while len(rel) > 1 and rel[-1] == 0:
+            rel.pop()
+        # ordering as in PEP 440: X.devN < X.aN < X.bN < X.rcN < X < X.postN
+        pre: tuple[int, ...] = (
+            (-1,)
+            if self.pre is None and self.post is None and self.dev is not None
+            else (1,)
+            if self.pre is None
+            else (0, *self.pre)
+        )
+        post: tuple[int, ...] = (-1,) if self.post is None else (0, self.post)
+        dev: tuple[int, ...] = (1,) if self.dev is None else (0, self.dev)
+        return (self.epoch, tuple(rel), pre, post, dev)
+
+
+def _prefix_match(version: _Version, prefix: str) -> bool:
+    want = _Version.parse(prefix)
+    if want.pre is not None or want.post is not None or want.dev is not None:
+        raise SpecifierError(f"'{prefix}.*': a wildcard prefix must be a plain release like 0.1")
+    rel = version.release + (0,) * max(0, len(want.release) - len(version.release))
+    return version.epoch == want.epoch and rel[: len(want.release)] == want.release
+
+
+def _clause_contains(op: str, spec: str, v: _Version, raw: str) -> bool:
+    if op == "===":
+        return raw.strip().lower() == spec.lower()
+    if op in ("==", "!=") and spec.endswith(".*"):
+        hit = _prefix_match(v, spec[:-2])
+        return hit if op == "==" else not hit
+    s = _Version.parse(spec)
+    if op in ("==", "!="):
+        # a local label (+xyz) on the candidate is ignored when the specifier has none
+        hit = v.key() == s.key()
+        return hit if op == "==" else not hit
+    if op == ">=":
+        return v.key() >= s.key()
+    if op == "<=":
+        return v.key() <= s.key()
+    if op == "<":
+        # `<0.2` does not admit 0.2.dev1 / 0.2rc1 (pre-releases of the excluded version)
+        same_base = (
+            _Version(v.epoch, v.release, None, None, None).key() == _Version(s.epoch, s.release, None, None, None).key()
+        )
+        return v.key() < s.key() and not (v.is_pre and not s.is_pre and same_base)
+    if op == ">":
+        same_base = (
+            _Version(v.epoch, v.release, None, None, None).key() == _Version(s.epoch, s.release, None, None, None).key()
+        )
+        return v.key() > s.key() and not (v.post is not None and s.post is None and same_base)
+    if op == "~=":
+        if len(s.release) < 2:
+            raise SpecifierError(f"'~={spec}': a compatible-release clause needs at least two components (like ~=0.1)")
+        prefix = ".".join(str(p) for p in s.release[:-1])
+        return v.key() >= s.key() and _prefix_match(v, prefix)
+    raise SpecifierError(f"unknown operator {op!r}")  # pragma: no cover - the regex admits only the above
+
+
+def specifier_contains(specifier: str, version: str) -> bool:
+    """Whether `version` satisfies `specifier` (e.g. ``">=0.1,<0.2"``, ``"~=0.1"``, ``"==0.1.*"``).
+
+    Supports ``~= == != <= >= < > ===`` and ``.*`` wildcards. Pre-releases of the candidate are
+    admitted (a development core must still load plugins), except that ``<X`` excludes X's own
+    pre-releases. An empty specifier admits everything.
+    """
+    v = _Version.parse(version)
+    clauses = [c for c in specifier.split(",") if c.strip()]
+    for clause in clauses:
+        m = _CLAUSE_RE.match(clause)
+        if m is None:
+            raise SpecifierError(f"{clause.strip()!r} is not a version clause like '>=0.1'")
+        if not _clause_contains(m[1], m[2], v, version):
+            return False
+    return True
+
+
+_REQ_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*?)\s*(?:;(.*))?$")
+
+
+def _normalize_dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _uops_range(requires: list[str] | None) -> str | None:
+    """The version range a distribution requires of `uops` (None when it declares none)."""
+    for req in requires or ():
+        m = _REQ_RE.match(req)
+        if m is None or _normalize_dist(m[1]) != "uops":
+            continue
+        if m[3] and "extra" in m[3]:
+            continue  # a requirement of an optional extra, not of the plugin itself
+        spec = m[2].strip()
+        if spec.startswith("@"):
+            return ""  # a direct URL: no version range to check
+        return spec.removeprefix("(").removesuffix(")").strip()
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry
+# ---------------------------------------------------------------------------------------------
+
+
+def _core_version() -> str:
+    import uops
+
+    return uops.__version__
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class PluginStatus:
+    """One row of `uops devices`: what is installed for a device, and whether it works."""
+
+    device: str
+    module: str
+    distribution: str | None
+    version: str | None
+    api_range: str | None  # the distribution's requirement on uops; None: declares none
+    status: str  # ok | unavailable | incompatible | broken | disabled
+    reason: str | None  # why not ok, in plain words
+    fix: str | None  # what to do about it
+    targets: tuple[str, ...]
+    compile_ok: bool | None  # None: not known (plugin not loaded)
+    compile_reason: str | None
+    runtime_ok: bool | None
+    runtime_reason: str | None
+    priority: int | None
+    builtin: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for ``uops devices --json``."""
+        return {
+            "device": self.device,
+            "module": self.module,
+            "distribution": self.distribution,
+            "version": self.version,
+            "api_range": self.api_range,
+            "status": self.status,
+            "reason": self.reason,
+            "fix": self.fix,
+            "targets": list(self.targets),
+            "compile_ok": self.compile_ok,
+            "compile_reason": self.compile_reason,
+            "runtime_ok": self.runtime_ok,
+            "runtime_reason": self.runtime_reason,
+            "priority": self.priority,
+            "builtin": self.builtin,
+        }
+
+
+@dataclass
+class _Record:
+    """What the registry knows about one device name (mutable; guarded by the registry lock)."""
+
+    device: str
+    module: str
+    entry_point: Any = None  # importlib.metadata.EntryPoint, or None for built-ins / registered
+    builtin: bool = False
+    registered: Backend | None = None  # from register_backend()
+    conflicts: list[Any] = field(default_factory=list)  # more entry points for the same device
+    # filled on load
+    state: str = "discovered"  # discovered | ok | unavailable | incompatible | broken | disabled
+    reason: str | None = None
+    fix: str | None = None
+    error: BaseException | None = None
+    meta_read: bool = False
+    distribution: str | None = None
+    version: str | None = None
+    api_range: str | None = None
+    backend: Backend | None = None
+    compile_reason: str | None = None
+    runtime_reason: str | None = None
+
+    def who(self) -> str:
+        """The plugin, for messages: distribution + version + module."""
+        if self.registered is not None:
+            return f"backend {self.device} (registered with register_backend)"
+        dist = f"{self.distribution} {self.version}" if self.distribution else "an unknown distribution"
+        kind = "built-in backend" if self.builtin else "plugin"
+        return f"{kind} {self.device} ({dist}, module {self.module})"
+
+    def message(self) -> str:
+        """One plain sentence (plus the fix) for a plugin that is not ok."""
+        return f"{self.who()} is {self.state}: {self.reason}." + (
+            f" {self.fix[:1].upper()}{self.fix[1:]}." if self.fix else ""
+        )
+
+    def status(self) -> PluginStatus:
+        loaded = self.backend is not None
+        return PluginStatus(
+            device=self.device,
+            module=self.module,
+            distribution=self.distribution,
+            version=self.version,
+            api_range=self.api_range,
+            status=self.state,
+            reason=self.reason,
+            fix=self.fix,
+            targets=self.backend.targets if self.backend else (),
+            compile_ok=(self.compile_reason is None) if loaded else None,
+            compile_reason=self.compile_reason,
+            runtime_ok=(self.runtime_reason is None) if loaded else None,
+            runtime_reason=self.runtime_reason,
+            priority=self.backend.priority if self.backend else None,
+            builtin=self.builtin,
+        )
+
+
+#: Built-in backends, registered through the same hook path as installed plugins.
+_BUILTINS = {"PYTHON": "uops.backends.python"}
+
+
+class _Registry:
+    """All known devices. `Device` is the one instance."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._records: dict[str, _Record] | None = None
+        self._handles: dict[str, DeviceHandle] = {}
+        self._module_results: dict[str, list[Backend] | BaseException] = {}
+        self._registered: dict[str, Backend] = {}
+        self._pm: pluggy.PluginManager | None = None
+        self._default: str | None = None
+
+    # ----- discovery (metadata only) -----
+    def _discover(self) -> dict[str, _Record]:
+        if self._records is not None:
+            return self._records
+        with self._lock:
+            if self._records is not None:
+                return self._records
+            from importlib.metadata import entry_points
+
+            records: dict[str, _Record] = {}
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                name = ep.name.strip().upper()
+                if name in records:
+                    records[name].conflicts.append(ep)
+                else:
+                    records[name] = _Record(device=name, module=ep.value.split(":")[0].strip(), entry_point=ep)
+            for name, module in _BUILTINS.items():
+                if name in records:
+                    records[name].conflicts.append(None)  # a plugin claims a built-in device name
+                else:
+                    records[name] = _Record(device=name, module=module, builtin=True)
+            for name, backend in self._registered.items():
+                records[name] = _Record(device=name, module="<register_backend>", registered=backend)
+            disabled = {d.strip() for d in os.environ.get("UOPS_DISABLE_PLUGINS", "").split(",") if d.strip()}
+            if disabled:
+                self._apply_disabled(records, disabled)
+            self._records = records
+            return records
+
+    def _apply_disabled(self, records: dict[str, _Record], disabled: set[str]) -> None:
+        by_name = {d.upper() for d in disabled}
+        by_dist = {_normalize_dist(d) for d in disabled}
+        for rec in records.values():
+            if rec.registered is not None:
+                continue
+            self._read_metadata(rec)
+            if rec.device in by_name or (rec.distribution and _normalize_dist(rec.distribution) in by_dist):
+                rec.state = "disabled"
+                rec.reason = "disabled by UOPS_DISABLE_PLUGINS"
+                rec.fix = f"remove {rec.device} from UOPS_DISABLE_PLUGINS to use it"
+
+    def _read_metadata(self, rec: _Record) -> None:
+        if rec.meta_read:
+            return
+        rec.meta_read = True
+        if rec.builtin:
+            rec.distribution, rec.version = "uops", _core_version()
+            rec.api_range = f"=={rec.version}"
+            return
+        dist = getattr(rec.entry_point, "dist", None)
+        if dist is None:
+            return
+        rec.distribution = dist.metadata["Name"] or None
+        rec.version = dist.version
+        rec.api_range = _uops_range(dist.requires)
+
+    def names(self) -> list[str]:
+        """Device names of every installed, non-disabled backend, from metadata alone (imports no plugin)."""
+        return sorted(n for n, r in self._discover().items() if r.state != "disabled")
+
+    def refresh(self) -> None:
+        """Forget discovery and load results (re-reads metadata and the environment; for tests and tools)."""
+        with self._lock:
+            self._records = None
+            self._handles.clear()
+            self._module_results.clear()
+            self._pm = None
+            self._default = None
+
+    # ----- loading -----
+    def _plugin_manager(self) -> pluggy.PluginManager:
+        if self._pm is None:
+            pm = pluggy.PluginManager("uops")
+            pm.add_hookspecs(UopsHookSpec)
+            self._pm = pm
+        return self._pm
+
+    def _quarantine(self, rec: _Record, state: str, reason: str, fix: str, error: BaseException | None = None) -> None:
+        rec.state, rec.reason, rec.fix, rec.error = state, reason, fix, error
+        if _env_flag("UOPS_STRICT_PLUGINS"):
+            raise PluginError(f"{rec.message()} (UOPS_STRICT_PLUGINS=1 makes this an error.)") from error
+
+    def _load(self, rec: _Record) -> None:
+        if rec.state != "discovered":
+            return
+        with self._lock:
+            if rec.state != "discovered":
+                return
+            self._load_locked(rec)
+
+    def _load_locked(self, rec: _Record) -> None:
+        disable_hint = f"or disable it with UOPS_DISABLE_PLUGINS={rec.device}"
+        if rec.registered is not None:
+            backend: Backend | None = rec.registered
+        else:
+            try:
+                self._read_metadata(rec)
+            except Exception as e:
+                return self._quarantine(
+                    rec, "broken", f"its installed metadata cannot be read ({type(e).__name__}: {e})",
+                    f"reinstall it {disable_hint}", e,
+                )  # fmt: skip
+            if rec.conflicts:
+                others = [f"module {ep.value}" if ep is not None else "the built-in backend" for ep in rec.conflicts]
+                return self._quarantine(
+                    rec, "broken", f"more than one installed plugin provides {rec.device}: module {rec.module} and "
+                    + ", ".join(others), f"uninstall all but one {disable_hint}",
+                )  # fmt: skip
+            if not self._check_api(rec):
+                return
+            backend = self._call_hook(rec)
+        if backend is None:
+            return
+        rec.backend = backend
+        for which in ("compile", "runtime"):
+            probe = backend.probe_compile if which == "compile" else backend.probe_runtime
+            try:
+                result = probe()
+            except Exception as e:
+                rec.backend = None
+                return self._quarantine(
+                    rec, "broken", f"its probe_{which}() raised {type(e).__name__}: {e}",
+                    f"report this to the plugin's authors; upgrade it "
+                    f"(pip install -U {rec.distribution or rec.module}) {disable_hint}", e,
+                )  # fmt: skip
+            if result is not None and not isinstance(result, str):
+                rec.backend = None
+                return self._quarantine(
+                    rec, "broken", f"its probe_{which}() returned {type(result).__name__}, not None or a reason string",
+                    f"report this to the plugin's authors {disable_hint}",
+                )  # fmt: skip
+            if which == "compile":
+                rec.compile_reason = result
+            else:
+                rec.runtime_reason = result
+        if rec.compile_reason is None and rec.runtime_reason is None:
+            rec.state = "ok"
+        else:
+            rec.state = "unavailable"
+            parts = []
+            if rec.compile_reason is not None:
+                parts.append(f"cannot compile: {rec.compile_reason}")
+            if rec.runtime_reason is not None:
+                parts.append(f"cannot run: {rec.runtime_reason}")
+            rec.reason = "; ".join(parts)  # a probe's reason already says how to fix it
+
+    def _check_api(self, rec: _Record) -> bool:
+        if rec.builtin or not rec.api_range:
+            return True
+        core = _core_version()
+        dist = rec.distribution or rec.module
+        try:
+            fits = specifier_contains(rec.api_range, core)
+        except SpecifierError as e:
+            self._quarantine(
+                rec, "broken", f"its requirement on uops ({rec.api_range!r}) cannot be parsed: {e}",
+                f"report this to the plugin's authors; upgrade it (pip install -U {dist}) or disable it with "
+                f"UOPS_DISABLE_PLUGINS={rec.device}", e,
+            )  # fmt: skip
+            return False
+        if not fits:
+            self._quarantine(
+                rec, "incompatible", f"{dist} {rec.version} supports uops {rec.api_range} but this is uops {core}",
+                f'Install a {dist} release made for uops {core} (pip install -U {dist}), or a uops it supports '
+                f'(pip install "uops{rec.api_range}")',
+            )  # fmt: skip
+            return False
+        return True
+
+    def _call_hook(self, rec: _Record) -> Backend | None:
+        disable_hint = f"or disable it with UOPS_DISABLE_PLUGINS={rec.device}"
+        dist = rec.distribution or rec.module
+        result = self._module_results.get(rec.module)
+        if result is None:
+            result = self._run_module_hook(rec.module)
+            self._module_results[rec.module] = result
+        if isinstance(result, BaseException):
+            e = result
+            if isinstance(e, _HookMissing):
+                reason, fix = str(e), f"the module must define a function marked @uops.plugins.hookimpl {disable_hint}"
+            elif isinstance(e, _ImportFailed):
+                e = e.__cause__ or e
+                reason = f"importing {rec.module} failed ({type(e).__name__}: {e})"
+                fix = f"reinstall or upgrade it (pip install -U {dist}) {disable_hint}"
+            else:
+                reason = f"its uops_backends() hook raised {type(e).__name__}: {e}"
+                fix = f"report this to the plugin's authors; upgrade it (pip install -U {dist}) {disable_hint}"
+            self._quarantine(rec, "broken", reason, fix, e)
+            return None
+        for b in result:
+            if isinstance(b, Backend) and b.device.upper() == rec.device:
+                return b
+        provided = sorted({b.device for b in result if isinstance(b, Backend)})
+        bad = [type(b).__name__ for b in result if not isinstance(b, Backend)]
+        what = (
+            f"returned non-Backend objects ({', '.join(bad)})"
+            if bad
+            else f"returned backends for {provided or 'nothing'}"
+        )
+        self._quarantine(
+            rec, "broken", f"its entry point names device {rec.device} but uops_backends() {what}",
+            f"report this to the plugin's authors {disable_hint}",
+        )  # fmt: skip
+        return None
+
+    def _run_module_hook(self, module_name: str) -> list[Backend] | BaseException:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:
+            err = _ImportFailed(module_name)
+            err.__cause__ = e
+            return err
+        pm = self._plugin_manager()
+        try:
+            if not pm.is_registered(module):
+                pm.register(module, name=module_name)
+            impls = [i for i in pm.hook.uops_backends.get_hookimpls() if i.plugin is module]
+            if not impls:
+                return _HookMissing(f"{module_name} implements no uops_backends() hook")
+            backends: list[Backend] = []
+            for impl in impls:
+                out = impl.function()
+                if not isinstance(out, (list, tuple)):
+                    return TypeError(f"uops_backends() returned {type(out).__name__}, not a list of Backend")
+                backends.extend(out)
+            return backends
+        except Exception as e:
+            return e
+
+    def _record(self, device: str) -> _Record:
+        name = _canonical(device)
+        rec = self._discover().get(name)
+        if rec is None:
+            known = ", ".join(self.names()) or "none"
+            raise PluginError(
+                f"unknown device {device!r}; installed devices: {known}. A device comes from a plugin package "
+                f"(e.g. pip install uops-cpu-clang for CPU); `uops devices` shows what is installed and why not."
+            )
+        return rec
+
+    # ----- public API -----
+    def __getitem__(self, device: str) -> DeviceHandle:
+        """The handle of a device; loads its plugin on first use. Raises PluginError if it is unusable."""
+        rec = self._record(device)
+        handle = self._handles.get(rec.device)
+        if handle is not None:
+            return handle
+        self._load(rec)
+        if rec.backend is None:
+            raise PluginError(rec.message()) from rec.error
+        with self._lock:
+            handle = self._handles.setdefault(rec.device, DeviceHandle(rec))
+        return handle
+
+    def __contains__(self, device: object) -> bool:
+        return isinstance(device, str) and _canonical(device) in self.names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def status(self) -> list[PluginStatus]:
+        """Load and probe every discovered backend; one row each, for `uops devices`."""
+        rows = []
+        for _name, rec in sorted(self._discover().items()):
+            if rec.state != "disabled":
+                self._load(rec)
+            else:
+                self._read_metadata(rec)
+            rows.append(rec.status())
+        return rows
+
+    @property
+    def DEFAULT(self) -> str:  # noqa: N802 - the established name
+        """UOPS_DEVICE if set, else the usable device with the highest priority (PYTHON last)."""
+        env = os.environ.get("UOPS_DEVICE", "").strip()
+        if env:
+            return self[env].name
+        if self._default is not None:
+            return self._default
+        usable = []
+        for name, rec in self._discover().items():
+            if rec.state == "disabled":
+                continue
+            self._load(rec)
+            if rec.state == "ok" and rec.backend is not None:
+                usable.append((name == "PYTHON", -rec.backend.priority, name))
+        if not usable:
+            rows = "; ".join(f"{s.device}: {s.status} ({s.reason})" for s in self.status())
+            raise PluginError(f"no usable device: {rows or 'no backends installed'}. Run `uops devices` for details.")
+        self._default = min(usable)[2]
+        return self._default
+
+    def register(self, backend: Backend, *, replace: bool = False) -> None:
+        """See `register_backend`."""
+        if not isinstance(backend, Backend):
+            raise TypeError(f"register_backend() takes a uops.plugins.Backend, not {type(backend).__name__}")
+        name = _canonical(backend.device)
+        with self._lock:
+            records = self._discover()
+            if name in records and not replace:
+                raise PluginError(
+                    f"device {name} is already provided by {records[name].who()}; "
+                    f"pass replace=True to register_backend() to override it"
+                )
+            self._registered[name] = backend
+            records[name] = _Record(device=name, module="<register_backend>", registered=backend)
+            self._handles.pop(name, None)
+            self._default = None
+
+
+def _canonical(device: str) -> str:
+    return device.strip().upper()
+
+
+class _ImportFailed(Exception):
+    pass
+
+
+class _HookMissing(Exception):
+    pass
+
+
+class DeviceHandle:
+    """A usable device: its backend and lazily created renderer, compiler and runtime."""
+
+    def __init__(self, rec: _Record) -> None:
+        assert rec.backend is not None
+        self._rec = rec
+        self.name: str = rec.device
+        self.backend: Backend = rec.backend
+        self.compile_reason: str | None = rec.compile_reason  # None: this machine can compile for the device
+        self.runtime_reason: str | None = rec.runtime_reason  # None: this machine can run on the device
+        self._targets: dict[str | None, tuple[Renderer, Compiler]] = {}
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"<DeviceHandle {self.name} from {self._rec.who()}>"
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Known compile architectures, the default first."""
+        return self.backend.targets
+
+    def _make(self, what: str, factory: Callable[[], Any]) -> Any:
+        try:
+            return factory()
+        except PluginError:
+            raise
+        except Exception as e:
+            raise PluginError(
+                f"{self._rec.who()} failed to create its {what}: {type(e).__name__}: {e}. "
+                f"Upgrade or reinstall the plugin, or choose another device."
+            ) from e
+
+    def _need_compile(self) -> None:
+        if self.compile_reason is not None:
+            raise PluginError(f"{self.name} cannot compile on this machine: {self.compile_reason}")
+
+    @cached_property
+    def renderer(self) -> Renderer:
+        """The renderer for the default target (rendering needs no toolchain)."""
+        return self._make("renderer", lambda: self.backend.renderer(None))
+
+    @cached_property
+    def compiler(self) -> Compiler:
+        """The compiler for the default target; raises PluginError when the toolchain is missing."""
+        self._need_compile()
+        return self._make("compiler", lambda: self.backend.compiler(None))
+
+    @cached_property
+    def runtime(self) -> Runtime:
+        """The runtime; raises PluginError when the hardware or driver is missing."""
+        if self.runtime_reason is not None:
+            raise PluginError(f"{self.name} cannot run on this machine: {self.runtime_reason}")
+        return self._make("runtime", self.backend.runtime)
+
+    @property
+    def allocator(self) -> Allocator:
+        """The runtime's allocator."""
+        return self.runtime.allocator
+
+    def target(self, arch: str | None = None) -> tuple[Renderer, Compiler]:
+        """A (renderer, compiler) pair for `arch`: cross-compiling, without the hardware."""
+        with self._lock:
+            pair = self._targets.get(arch)
+            if pair is None:
+                self._need_compile()
+                pair = (
+                    self._make(f"renderer for target {arch!r}", lambda: self.backend.renderer(arch)),
+                    self._make(f"compiler for target {arch!r}", lambda: self.backend.compiler(arch)),
+                )
+                self._targets[arch] = pair
+            return pair
+
+
+Device = _Registry()
+
+
+def register_backend(backend: Backend, *, replace: bool = False) -> None:
+    """Register a backend at run time, without packaging (tests, experiments).
+
+    Raises PluginError if the device already exists, unless `replace` is true.
+    """
+    Device.register(backend, replace=replace)
