@@ -58,6 +58,10 @@ class CompileError(RuntimeError):
         self.compiler = compiler
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[type[CompileError], tuple[str, str, str | None]]:
+        # keep source and compiler when the error crosses a process boundary (multiprocessing)
+        return (type(self), (self.message, self.source, self.compiler))
+
     def numbered_source(self) -> str:
         """The source with 1-based line numbers; long sources keep only the relevant lines."""
         lines = self.source.splitlines()

@@ -171,6 +171,26 @@ def test_two_processes_compile_same_source_at_once(cdir: Path) -> None:
     assert payload is not None and zlib.crc32(payload) == results[0][1]
 
 
+def _rewrite_entry(path: str, payload: bytes, rounds: int) -> None:
+    for _ in range(rounds):
+        write_entry(Path(path), payload)
+
+
+def test_reader_never_sees_a_partial_entry(tmp_path: Path) -> None:
+    path = tmp_path / "k.bin"
+    payload = os.urandom(1 << 20)
+    write_entry(path, payload)
+    writer = mp.get_context("fork").Process(target=_rewrite_entry, args=(str(path), payload, 60))
+    writer.start()
+    reads = 0
+    while writer.is_alive() or reads < 20:
+        assert read_entry(path) == payload, "a reader saw a partial or missing entry during a rewrite"
+        reads += 1
+    writer.join(timeout=30)
+    assert writer.exitcode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.bin"]
+
+
 def test_cache_dir_is_private(cdir: Path) -> None:
     ZlibCompiler().compile_cached(SRC)
     assert stat.S_IMODE(os.stat(cdir).st_mode) == 0o700
@@ -251,6 +271,14 @@ def test_compile_error_shows_message_and_numbered_source() -> None:
     text = str(err)
     assert "clang failed" in text and "expected expression" in text
     assert "2 |   int x = ;" in text and "1 | void k(void) {" in text
+
+
+def test_compile_error_survives_pickling() -> None:
+    import pickle
+
+    err = pickle.loads(pickle.dumps(CompileError("kernel.c:1:1: error: x", "int x\n", compiler="clang")))
+    assert isinstance(err, CompileError) and err.source == "int x\n" and err.compiler == "clang"
+    assert "1 | int x" in str(err)
 
 
 def test_compile_error_truncates_huge_source_around_named_lines() -> None:
