@@ -7,6 +7,7 @@ import os
 import stat
 import warnings
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ class ZlibCompiler(Compiler):
 
 
 @pytest.fixture
-def cdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     d = tmp_path / "cache"
     monkeypatch.setenv("UOPS_CACHE_DIR", str(d))
     monkeypatch.delenv("UOPS_CACHE", raising=False)
