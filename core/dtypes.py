@@ -203,7 +203,7 @@ def truncate(x: object, dt: DType) -> bool | int | float:
     if dt == dtypes.float64:
         return xf
     if dt == dtypes.bfloat16:
-        return bf16_to_f32(f32_to_bf16(np.float32(xf)))
+        return float(bf16_to_f32(f32_to_bf16(np.float32(xf))))
     return float(np.array(xf, dtype=np.float64).astype(dt.fmt))
 
 
