@@ -42,6 +42,7 @@ __all__ = [
     "hookspec",
     "register_backend",
     "specifier_contains",
+    "unregister_backend",
 ]
 
 ENTRY_POINT_GROUP = "uops.backends"
@@ -686,6 +687,15 @@ class _Registry:
             self._default = None
 
 
+    def unregister(self, device: str) -> None:
+        """Remove a backend added with `register_backend` (discovered plugins come back on refresh)."""
+        name = _canonical(device)
+        with self._lock:
+            if self._registered.pop(name, None) is None:
+                raise PluginError(f"device {name} was not added with register_backend(); nothing to unregister")
+            self.refresh()
+
+
 def _canonical(device: str) -> str:
     return device.strip().upper()
 
@@ -780,3 +790,8 @@ def register_backend(backend: Backend, *, replace: bool = False) -> None:
     Raises PluginError if the device already exists, unless `replace` is true.
     """
     Device.register(backend, replace=replace)
+
+
+def unregister_backend(device: str) -> None:
+    """Undo `register_backend` (for tests)."""
+    Device.unregister(device)

@@ -1,0 +1,490 @@
+"""Plugin discovery, API-range checks, lazy loading and quarantine, through real pip installs.
+
+The venv tests install the core and tiny plugins (written here as source trees) into fresh
+virtual environments, so discovery goes through real installed metadata and entry points.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from uops.plugins import (
+    Backend,
+    Device,
+    PluginError,
+    SpecifierError,
+    _Registry,
+    register_backend,
+    specifier_contains,
+    unregister_backend,
+)
+from venv_helpers import Venv, make_venv, write_plugin
+
+# ---------------------------------------------------------------------------------------------
+# Fake plugins. Their factories return simple objects: these tests are about the plugin
+# machinery, not about code generation.
+# ---------------------------------------------------------------------------------------------
+
+GOOD_PLUGIN = """
+    from uops.plugins import Backend, hookimpl
+
+    class FakeRenderer:
+        def __init__(self, arch):
+            self.device, self.target = "FAKE", arch or "fake1"
+
+    class FakeCompiler:
+        def __init__(self, arch):
+            self.arch = arch or "fake1"
+        def compile(self, src):
+            return src.encode()
+
+    class FakeRuntime:
+        device = "FAKE"
+        allocator = "fake-allocator"
+
+    @hookimpl
+    def uops_backends():
+        return [
+            Backend("FAKE", FakeRenderer, FakeCompiler, FakeRuntime, lambda: None, lambda: None,
+                    targets=("fake1", "fake2"), priority=1),
+            Backend("FAKEGPU", FakeRenderer, FakeCompiler, FakeRuntime, lambda: None,
+                    lambda: "no FAKEGPU card found; plug one in", targets=("g1",), priority=99),
+        ]
+"""
+
+IMPORT_FAILS = """
+    import vendor_sdk_that_is_not_installed  # the plugin's heavy dependency is missing
+"""
+
+# never imported: the core must reject it from its metadata alone
+FROM_THE_FUTURE = """
+    raise RuntimeError("uops_future was imported although its API range excludes this core")
+"""
+
+PROBE_RAISES = """
+    from uops.plugins import Backend, hookimpl
+
+    def probe():
+        raise OSError("driver exploded")
+
+    @hookimpl
+    def uops_backends():
+        return [Backend("BADPROBE", str, str, object, probe, lambda: None)]
+"""
+
+BAD_DEVICES = {"IMPFAIL": "uops-impfail", "FUTURE": "uops-future", "BADPROBE": "uops-badprobe"}
+
+
+@pytest.fixture(scope="module")
+def core_only(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    return make_venv(tmp_path_factory.mktemp("core-only") / "venv")
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """core + cpu_clang + the fake plugins (the incompatible one installed with --no-deps)."""
+    root = tmp_path_factory.mktemp("full")
+    src = root / "plugin-src"
+    good = write_plugin(src, dist="uops-fake", devices=("FAKE", "FAKEGPU"), init_source=GOOD_PLUGIN)
+    impfail = write_plugin(src, dist="uops-impfail", devices=("IMPFAIL",), init_source=IMPORT_FAILS)
+    badprobe = write_plugin(src, dist="uops-badprobe", devices=("BADPROBE",), init_source=PROBE_RAISES)
+    future = write_plugin(
+        src, dist="uops-future", devices=("FUTURE",), init_source=FROM_THE_FUTURE, requires="uops>=9", version="0.3.0"
+    )
+    venv = make_venv(root / "venv", plugins=("cpu_clang", good, impfail, badprobe))
+    venv.pip_install(future, no_deps=True)
+    return venv
+
+
+def _python_ok(venv: Venv) -> bool:
+    return venv.devices_json()["PYTHON"]["status"] == "ok"
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) the core alone
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_core_alone_lists_only_python(core_only: Venv) -> None:
+    rows = core_only.devices_json()
+    assert list(rows) == ["PYTHON"]
+    py = rows["PYTHON"]
+    assert py["builtin"] is True and py["distribution"] == "uops" and py["module"] == "uops.backends.python"
+    # until the PYTHON backend lands it is quarantined with a reason, never a crash
+    assert py["status"] in ("ok", "broken")
+    assert (py["reason"] is None) == (py["status"] == "ok")
+    table = core_only.uops("devices")
+    assert table.returncode == 0, table.stderr
+    assert "PYTHON" in table.stdout and "CPU" not in table.stdout
+
+
+@pytest.mark.slow
+def test_core_alone_unknown_device_lists_known(core_only: Venv) -> None:
+    r = core_only.run_python(
+        """
+        from uops import Device
+        try:
+            Device["cpu"]
+        except Exception as e:
+            print(type(e).__name__, e)
+        """
+    )
+    assert "PluginError" in r.stdout and "unknown device 'cpu'" in r.stdout and "PYTHON" in r.stdout
+    assert "pip install uops-cpu-clang" in r.stdout
+
+
+@pytest.mark.slow
+def test_cli_stub_commands_exit_2(core_only: Venv) -> None:
+    for cmd in ("demo", "compile", "bench"):
+        r = core_only.uops(cmd)
+        if r.returncode == 2:  # still a stub: says so plainly
+            assert "not yet available" in r.stderr
+        else:  # filled in by its owner: at least no traceback without --debug
+            assert "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) listing is lazy: metadata only, no plugin import
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_listing_imports_no_plugin(full: Venv) -> None:
+    r = full.run_python(
+        """
+        import json, sys
+        import uops
+        before = sorted(m for m in sys.modules if m.startswith("uops_"))
+        names = uops.Device.names()
+        after = sorted(m for m in sys.modules if m.startswith("uops_"))
+        print(json.dumps({"names": names, "before": before, "after": after,
+                          "backends_python": "uops.backends.python" in sys.modules}))
+        """
+    )
+    out = json.loads(r.stdout)
+    assert out["names"] == ["BADPROBE", "CPU", "FAKE", "FAKEGPU", "FUTURE", "IMPFAIL", "PYTHON"]
+    assert out["before"] == [] and out["after"] == []
+    assert out["backends_python"] is False
+
+
+@pytest.mark.slow
+def test_first_use_imports_only_that_plugin(full: Venv) -> None:
+    r = full.run_python(
+        """
+        import json, sys
+        from uops import Device
+        cpu = Device["cpu"]
+        mods = sorted(m for m in sys.modules if m.startswith("uops_"))
+        print(json.dumps({"name": cpu.name, "targets": list(cpu.targets), "mods": mods}))
+        """
+    )
+    out = json.loads(r.stdout)
+    assert out["name"] == "CPU" and len(out["targets"]) == 1
+    assert "uops_cpu_clang" in out["mods"]
+    assert not {"uops_fake", "uops_impfail", "uops_future", "uops_badprobe"} & set(out["mods"])
+    # the renderer and the runtime load on first use of each, not with the plugin
+    assert "uops_cpu_clang.runtime" not in out["mods"] and "uops_cpu_clang.renderer" not in out["mods"]
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) quarantine: broken plugins are reported, the others keep working
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_devices_json_statuses(full: Venv) -> None:
+    rows = full.devices_json()
+    assert set(rows) == {"BADPROBE", "CPU", "FAKE", "FAKEGPU", "FUTURE", "IMPFAIL", "PYTHON"}
+
+    imp = rows["IMPFAIL"]
+    assert imp["status"] == "broken" and imp["distribution"] == "uops-impfail" and imp["version"] == "0.1.0"
+    assert "vendor_sdk_that_is_not_installed" in imp["reason"] and "ModuleNotFoundError" in imp["reason"]
+    assert "pip install -U uops-impfail" in imp["fix"] and "UOPS_DISABLE_PLUGINS=IMPFAIL" in imp["fix"]
+
+    fut = rows["FUTURE"]
+    assert fut["status"] == "incompatible" and fut["api_range"] == ">=9"
+    assert "uops-future 0.3.0" in fut["reason"] and "uops 0.1.0" in fut["reason"]
+    assert "pip install -U uops-future" in fut["fix"] and 'pip install "uops>=9"' in fut["fix"]
+
+    bad = rows["BADPROBE"]
+    assert bad["status"] == "broken" and "probe_compile() raised OSError: driver exploded" in bad["reason"]
+
+    fake = rows["FAKE"]
+    assert fake["status"] == "ok" and fake["targets"] == ["fake1", "fake2"]
+    assert (
+        fake["compile_ok"] is True and fake["runtime_ok"] is True and fake["api_range"] in (">=0.1,<0.2", "<0.2,>=0.1")
+    )
+
+    gpu = rows["FAKEGPU"]
+    assert gpu["status"] == "unavailable" and gpu["compile_ok"] is True and gpu["runtime_ok"] is False
+    assert "no FAKEGPU card found" in gpu["runtime_reason"]
+
+    cpu = rows["CPU"]
+    assert cpu["distribution"] == "uops-cpu-clang" and cpu["status"] in ("ok", "unavailable")
+    if cpu["status"] == "unavailable":
+        assert "clang" in cpu["reason"]
+
+
+@pytest.mark.slow
+def test_devices_table_exit_0_with_broken_plugins(full: Venv) -> None:
+    r = full.uops("devices")
+    assert r.returncode == 0, r.stderr
+    lines = {line.split()[0]: line for line in r.stdout.splitlines()[2:] if line and not line.startswith(" ")}
+    assert "incompatible" in lines["FUTURE"] and "uops-future 0.3.0" in lines["FUTURE"]
+    assert "broken" in lines["IMPFAIL"] and lines["FAKE"].rstrip().endswith("ok")
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_other_backends_keep_working(full: Venv) -> None:
+    r = full.run_python(
+        """
+        import json
+        from uops import Device
+        from uops.plugins import PluginError
+        out = {}
+        for name in ("IMPFAIL", "FUTURE", "BADPROBE"):
+            try:
+                Device[name]
+            except PluginError as e:
+                out[name] = str(e)
+        fake = Device["fake"]
+        r, c = fake.target("fake2")
+        out["fake"] = [fake.renderer.target, fake.compiler.compile("x").decode(), r.target, c.arch, fake.allocator]
+        gpu = Device["FAKEGPU"]
+        out["gpu_compile"] = gpu.compiler.arch
+        try:
+            gpu.runtime
+        except PluginError as e:
+            out["gpu_runtime"] = str(e)
+        print(json.dumps(out))
+        """
+    )
+    out = json.loads(r.stdout)
+    assert "uops-impfail 0.1.0" in out["IMPFAIL"] and "broken" in out["IMPFAIL"]
+    assert "uops-future 0.3.0" in out["FUTURE"] and 'pip install "uops>=9"' in out["FUTURE"]
+    assert "uops-badprobe 0.1.0" in out["BADPROBE"] and "driver exploded" in out["BADPROBE"]
+    assert out["fake"] == ["fake1", "x", "fake2", "fake2", "fake-allocator"]
+    assert out["gpu_compile"] == "fake1"
+    assert "FAKEGPU cannot run on this machine: no FAKEGPU card found" in out["gpu_runtime"]
+
+
+@pytest.mark.slow
+def test_default_picks_highest_priority_usable(full: Venv) -> None:
+    rows = full.devices_json()
+    ok = [r for r in rows.values() if r["status"] == "ok"]
+    expected = min(ok, key=lambda r: (r["device"] == "PYTHON", -r["priority"], r["device"]))["device"]
+    assert expected != "FAKEGPU"  # priority 99 but no runtime: never the default
+    r = full.run_python("from uops import Device; print(Device.DEFAULT)")
+    assert r.stdout.strip() == expected
+    r = full.run_python("from uops import Device; print(Device.DEFAULT)", env={"UOPS_DEVICE": "fake"})
+    assert r.stdout.strip() == "FAKE"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", sorted(BAD_DEVICES))
+def test_strict_mode_is_an_error(full: Venv, device: str) -> None:
+    dist = BAD_DEVICES[device]
+    others = [d for d in BAD_DEVICES if d != device] + ([] if _python_ok(full) else ["PYTHON"])
+    env = {"UOPS_STRICT_PLUGINS": "1", "UOPS_DISABLE_PLUGINS": ",".join(others)}
+    r = full.uops("devices", "--json", env=env)
+    assert r.returncode != 0
+    assert dist in r.stderr and "UOPS_STRICT_PLUGINS" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = full.run_python(f"from uops import Device; Device[{device!r}]", env=env, check=False)
+    assert r.returncode != 0 and "PluginError" in r.stderr and dist in r.stderr
+    # --debug shows the traceback
+    r = full.uops("--debug", "devices", env=env)
+    assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+@pytest.mark.slow
+def test_strict_mode_passes_when_all_plugins_fit(full: Venv) -> None:
+    disabled = list(BAD_DEVICES) + ([] if _python_ok(full) else ["PYTHON"])
+    r = full.uops("devices", env={"UOPS_STRICT_PLUGINS": "1", "UOPS_DISABLE_PLUGINS": ",".join(disabled)})
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.slow
+def test_disable_plugins_by_device_or_distribution(full: Venv) -> None:
+    rows = full.devices_json(env={"UOPS_DISABLE_PLUGINS": "impfail, uops_future"})
+    assert rows["IMPFAIL"]["status"] == "disabled" and rows["FUTURE"]["status"] == "disabled"
+    assert rows["FAKE"]["status"] == "ok"
+    r = full.run_python(
+        """
+        import sys
+        from uops import Device
+        from uops.plugins import PluginError
+        print(Device.names())
+        try:
+            Device["IMPFAIL"]
+        except PluginError as e:
+            print(e)
+        print("uops_impfail" in sys.modules)
+        """,
+        env={"UOPS_DISABLE_PLUGINS": "IMPFAIL,uops-future"},
+    )
+    names, message, imported = r.stdout.strip().splitlines()
+    assert "IMPFAIL" not in names and "FUTURE" not in names and "FAKE" in names
+    assert "disabled by UOPS_DISABLE_PLUGINS" in message
+    assert imported == "False"
+
+
+# ---------------------------------------------------------------------------------------------
+# (d) in-process: register_backend, Device handles, DEFAULT
+# ---------------------------------------------------------------------------------------------
+
+
+class _Obj:
+    def __init__(self, arch: str | None = None) -> None:
+        self.arch = arch
+
+
+def _backend(device: str, *, priority: int = 10, probe_compile=lambda: None, probe_runtime=lambda: None) -> Backend:
+    return Backend(device, _Obj, _Obj, _Obj, probe_compile, probe_runtime, targets=("t0", "t1"), priority=priority)
+
+
+@pytest.fixture
+def registered():
+    names: list[str] = []
+
+    def add(backend: Backend, replace: bool = False) -> None:
+        register_backend(backend, replace=replace)
+        names.append(backend.device.upper())
+
+    yield add
+    for n in dict.fromkeys(names):
+        unregister_backend(n)
+
+
+def test_register_backend_in_process(registered) -> None:
+    registered(_backend("testdev"))
+    h = Device["TestDev"]
+    assert h.name == "TESTDEV" and h is Device["testdev"] and "testdev" in Device and "TESTDEV" in Device.names()
+    assert h.renderer.arch is None and h.compiler.arch is None and isinstance(h.runtime, _Obj)
+    r, c = h.target("t1")
+    assert (r.arch, c.arch) == ("t1", "t1") and h.target("t1")[0] is r
+    with pytest.raises(PluginError, match="already provided.*replace=True"):
+        register_backend(_backend("TESTDEV"))
+    registered(_backend("TESTDEV", probe_runtime=lambda: "no card"), replace=True)
+    h2 = Device["TESTDEV"]
+    assert h2 is not h and h2.runtime_reason == "no card"
+    with pytest.raises(PluginError, match="TESTDEV cannot run on this machine: no card"):
+        _ = h2.runtime
+    row = next(s for s in Device.status() if s.device == "TESTDEV")
+    assert row.status == "unavailable" and row.runtime_ok is False and row.compile_ok is True
+
+
+def test_registered_backend_probe_raising_is_quarantined(registered) -> None:
+    def boom() -> str | None:
+        raise RuntimeError("toolchain probe crashed")
+
+    registered(_backend("CRASHY", probe_compile=boom))
+    with pytest.raises(
+        PluginError, match="CRASHY.*broken.*probe_compile\\(\\) raised RuntimeError: toolchain probe crashed"
+    ):
+        Device["CRASHY"]
+
+
+def test_register_rejects_non_backend() -> None:
+    with pytest.raises(TypeError, match="takes a uops.plugins.Backend"):
+        register_backend("CPU")  # type: ignore[arg-type]
+    with pytest.raises(PluginError, match="not added with register_backend"):
+        unregister_backend("NEVER_REGISTERED")
+
+
+def test_unknown_device_lists_known() -> None:
+    with pytest.raises(PluginError, match="unknown device 'NOPE'; installed devices: .*PYTHON"):
+        Device["NOPE"]
+
+
+def test_default_prefers_priority_then_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    reg = _Registry()
+    reg.register(_backend("LOW", priority=1000))
+    reg.register(_backend("HIGH", priority=2000))
+    reg.register(_backend("NORUN", priority=3000, probe_runtime=lambda: "absent"))
+    monkeypatch.delenv("UOPS_DEVICE", raising=False)
+    monkeypatch.delenv("UOPS_STRICT_PLUGINS", raising=False)
+    assert reg.DEFAULT == "HIGH"
+    monkeypatch.setenv("UOPS_DEVICE", "low")
+    assert reg.DEFAULT == "LOW"
+    monkeypatch.setenv("UOPS_DEVICE", "nothing")
+    with pytest.raises(PluginError, match="unknown device 'nothing'"):
+        _ = reg.DEFAULT
+
+
+def test_factory_error_names_the_backend(registered) -> None:
+    def bad_runtime() -> object:
+        raise OSError("libfake.so: cannot open shared object file")
+
+    registered(Backend("BADRT", _Obj, _Obj, bad_runtime, lambda: None, lambda: None))  # type: ignore[arg-type]
+    with pytest.raises(PluginError, match="BADRT.*failed to create its runtime: OSError: libfake.so"):
+        _ = Device["BADRT"].runtime
+
+
+def test_cli_devices_in_process(registered, capsys: pytest.CaptureFixture[str]) -> None:
+    from uops.cli import main
+
+    registered(_backend("CLIDEV"))
+    assert main(["devices", "--json"]) == 0
+    rows = {r["device"]: r for r in json.loads(capsys.readouterr().out)["backends"]}
+    assert rows["CLIDEV"]["status"] == "ok" and rows["CLIDEV"]["targets"] == ["t0", "t1"]
+
+
+# ---------------------------------------------------------------------------------------------
+# version specifiers
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec,version,expected",
+    [
+        (">=0.1,<0.2", "0.1.0", True),
+        (">=0.1,<0.2", "0.1.7", True),
+        (">=0.1,<0.2", "0.2.0", False),
+        (">=0.1,<0.2", "0.0.9", False),
+        ("<0.2", "0.2.0.dev1", False),  # a pre-release of an excluded version stays excluded
+        ("<0.2", "0.1.9rc1", True),
+        (">0.1", "0.1.post1", False),
+        (">0.1", "0.1.1", True),
+        ("<=0.1", "0.1.0", True),
+        ("==0.1", "0.1.0", True),  # trailing zeros do not matter
+        ("==0.1.*", "0.1.5", True),
+        ("==0.1.*", "0.2.0", False),
+        ("!=0.1.*", "0.1.3", False),
+        ("!=0.1.3", "0.1.4", True),
+        ("~=0.1", "0.9", True),
+        ("~=0.1", "1.0", False),
+        ("~=0.1.2", "0.1.9", True),
+        ("~=0.1.2", "0.2.0", False),
+        ("~=0.1.2", "0.1.1", False),
+        (">=9", "0.1.0", False),
+        ("", "0.1.0", True),
+        ("==1.0+local", "1.0", True),
+        (">=1.0a1", "1.0b2", True),
+        (">=1.0", "1.0rc1", False),
+        ("===0.1.0", "0.1.0", True),
+        (">= 0.1 , < 0.2", "0.1.2", True),
+    ],
+)
+def test_specifier_contains(spec: str, version: str, expected: bool) -> None:
+    assert specifier_contains(spec, version) is expected
+
+
+@pytest.mark.parametrize("spec", ["0.1", ">=", "~=1", "=>0.1", ">=0.1.*x", "==0.1a1.*"])
+def test_specifier_errors(spec: str) -> None:
+    with pytest.raises(SpecifierError):
+        specifier_contains(spec, "0.1.0")
+
+
+def test_uops_range_from_requires() -> None:
+    from uops.plugins import _uops_range
+
+    assert _uops_range(["numpy>=1", "uops<0.2,>=0.1"]) == "<0.2,>=0.1"
+    assert _uops_range(["uops (>=0.1,<0.2)"]) == ">=0.1,<0.2"
+    assert _uops_range(['uops>=0.3; extra == "test"', "uops~=0.1"]) == "~=0.1"
+    assert _uops_range(["UOPS[x] >=0.1 ; python_version >= '3.11'"]) == ">=0.1"
+    assert _uops_range(["uops-extras>=1"]) is None
+    assert _uops_range(None) is None
