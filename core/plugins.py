@@ -686,7 +686,6 @@ class _Registry:
             self._handles.pop(name, None)
             self._default = None
 
-
     def unregister(self, device: str) -> None:
         """Remove a backend added with `register_backend` (discovered plugins come back on refresh)."""
         name = _canonical(device)
