@@ -86,13 +86,13 @@ def test_reduce_full_and_axis(device, op):
     r0, rr = UOp.range(rows, 0, AxisType.GLOBAL), UOp.range(cols, 1, AxisType.REDUCE)
     ast = UOp.sink(glob(0).index(r0).store(glob(1).index(r0 * cols + rr).load().reduce(rr, op=op)))
     got, _ = run(ast, device, [x], (rows,))
-    np.testing.assert_allclose(got, ref(x, axis=1), rtol=1e-5)
+    np.testing.assert_allclose(got, ref(x, axis=1), rtol=1e-5, atol=1e-6)
     # full: two reduce ranges, scalar output
     ra, rb = UOp.range(rows, 0, AxisType.REDUCE), UOp.range(cols, 1, AxisType.REDUCE)
     zero = UOp.const(dtypes.int32, 0)
     ast = UOp.sink(glob(0).index(zero).store(glob(1).index(ra * cols + rb).load().reduce(ra, rb, op=op)))
     got, _ = run(ast, device, [x], (1,))
-    np.testing.assert_allclose(got[0], ref(x), rtol=1e-5)
+    np.testing.assert_allclose(got[0], ref(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("device", DEVICES)
