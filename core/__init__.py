@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from uops.dtypes import DType, PtrDType, dtypes
+from uops.frontend.tensor import Tensor  # the front end; imports no plugin
 from uops.ops import AxisType, GroupOp, Ops
 from uops.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.uop import UOp
@@ -30,6 +31,7 @@ __all__ = [
     "Ops",
     "PatternMatcher",
     "PtrDType",
+    "Tensor",
     "UOp",
     "UPat",
     "dtypes",
