@@ -1,0 +1,200 @@
+"""CUDA C -> CUBIN (or PTX) with NVRTC, through NVIDIA's ``cuda-bindings``; needs no GPU.
+
+Why NVRTC: it is a library, shipped on PyPI as ``nvidia-cuda-nvrtc``, so compiling needs no
+CUDA toolkit install and works on GPU-less CI (``uops compile --device CUDA``). cuda-bindings
+finds ``libnvrtc.so`` in that wheel (through ``cuda.pathfinder``), in a conda env, under
+``CUDA_HOME``/``CUDA_PATH`` or on the system loader path.
+
+Headers: ``cuda_fp16.h``/``cuda_bf16.h`` come from a CUDA toolkit or the
+``nvidia-cuda-runtime`` wheel when one is found (``UOPS_CUDA_INCLUDE`` names a directory
+explicitly); otherwise from the minimal fallback headers in ``uops_cuda/include``, which cover
+what the renderer emits. The choice is part of the compiler identity, so the cache never mixes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+
+__all__ = ["DEFAULT_ARCH", "NVRTCCompiler", "cuda_include_dir", "nvrtc_available", "nvrtc_version", "parse_arch"]
+
+DEFAULT_ARCH = "sm_90"
+FALLBACK_INCLUDE = Path(__file__).resolve().parent / "include"
+_INSTALL_HINT = "install NVRTC with `pip install nvidia-cuda-nvrtc cuda-bindings` (no GPU needed to compile)"
+_ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
+
+
+def parse_arch(arch: str) -> tuple[str, int, str]:
+    """``'sm_90'`` -> ``('sm', 90, '')``; ``'compute_90a'`` -> ``('compute', 90, 'a')``; else ValueError."""
+    m = _ARCH_RE.match(arch)
+    if m is None:
+        raise ValueError(f"unknown CUDA architecture {arch!r}: expected sm_XY (CUBIN) or compute_XY (PTX), e.g. sm_90")
+    return m.group(1), int(m.group(2)), m.group(3)
+
+
+def _nvrtc() -> Any:
+    """The ``cuda.bindings.nvrtc`` module, or CompilerUnavailableError saying how to install it."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:
+        raise CompilerUnavailableError(f"the CUDA compiler needs cuda-bindings ({e}); {_INSTALL_HINT}") from e
+    return nvrtc
+
+
+def _check(result: Any, what: str) -> None:
+    nvrtc = _nvrtc()
+    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, name = nvrtc.nvrtcGetErrorString(result)
+        raise RuntimeError(f"NVRTC {what} failed: {name.decode(errors='replace')} ({int(result)})")
+
+
+@functools.lru_cache(maxsize=1)
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC's (major, minor); CompilerUnavailableError when the library can't be loaded."""
+    nvrtc = _nvrtc()
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as e:  # cuda-bindings raises RuntimeError/OSError subclasses when libnvrtc is missing
+        raise CompilerUnavailableError(f"cannot load libnvrtc: {type(e).__name__}: {e}; {_INSTALL_HINT}") from e
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompilerUnavailableError(f"nvrtcVersion failed ({err}); {_INSTALL_HINT}")
+    return int(major), int(minor)
+
+
+@functools.lru_cache(maxsize=1)
+def supported_archs() -> tuple[int, ...]:
+    """The SM versions this NVRTC can target, e.g. (75, 80, ..., 120)."""
+    nvrtc = _nvrtc()
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    _check(err, "nvrtcGetSupportedArchs")
+    return tuple(int(a) for a in archs)
+
+
+def nvrtc_available() -> str | None:
+    """None when NVRTC loads; otherwise why not and how to fix it."""
+    try:
+        nvrtc_version()
+    except CompilerUnavailableError as e:
+        return str(e)
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_include_dir() -> Path | None:
+    """A directory holding the toolkit's ``cuda_fp16.h``, or None (the fallback headers are used).
+
+    ``UOPS_CUDA_INCLUDE`` wins (``none`` forces the fallback); then cuda.pathfinder's search
+    (the nvidia-cuda-runtime wheel, conda, CUDA_HOME/CUDA_PATH, a system toolkit).
+    """
+    env = os.environ.get("UOPS_CUDA_INCLUDE")
+    if env is not None:
+        if env.strip().lower() in ("", "none", "0"):
+            return None
+        p = Path(env)
+        if not (p / "cuda_fp16.h").is_file():
+            raise CompilerUnavailableError(
+                f"UOPS_CUDA_INCLUDE={env!r} has no cuda_fp16.h; point it at a CUDA include dir"
+            )
+        return p
+    try:
+        from cuda import pathfinder
+    except ImportError:
+        pathfinder = None
+    if pathfinder is not None and hasattr(pathfinder, "find_nvidia_header_directory"):
+        try:
+            found = pathfinder.find_nvidia_header_directory("cudart")
+        except Exception:  # a search that fails for any reason means "not found": the fallback covers it
+            found = None
+        if found and (Path(found) / "cuda_fp16.h").is_file():
+            return Path(found)
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root and (Path(root) / "include" / "cuda_fp16.h").is_file():
+            return Path(root) / "include"
+    return None
+
+
+class NVRTCCompiler(Compiler):
+    """Compiles one CUDA C translation unit to CUBIN for ``arch`` (``sm_XY``), or PTX.
+
+    PTX comes out when ``arch`` is ``compute_XY`` or ``ptx=True``. Works without a GPU.
+    """
+
+    def __init__(self, arch: str = DEFAULT_ARCH, ptx: bool = False, extra_flags: tuple[str, ...] = ()) -> None:
+        kind, num, suffix = parse_arch(arch)
+        self.ptx = ptx or kind == "compute"
+        self.arch = f"{'compute' if self.ptx else 'sm'}_{num}{suffix}"
+        self.sm = num
+        include = cuda_include_dir()
+        self.include_dir = include if include is not None else FALLBACK_INCLUDE
+        self.flags = (
+            f"--gpu-architecture={self.arch}",
+            "--std=c++17",
+            "-I" + str(self.include_dir),
+            *extra_flags,
+        )
+
+    def identity(self) -> str:
+        major, minor = nvrtc_version()
+        hdr = self.include_dir / "cuda_fp16.h"
+        digest = hashlib.sha256(hdr.read_bytes()).hexdigest()[:12] if hdr.is_file() else "none"
+        return f"nvrtc-{major}.{minor}:{self.arch}:{'ptx' if self.ptx else 'cubin'}:fp16-{digest}"
+
+    def __repr__(self) -> str:
+        return f"NVRTCCompiler(arch={self.arch!r}, ptx={self.ptx})"
+
+    def compile(self, src: str) -> bytes:
+        nvrtc = _nvrtc()
+        major, minor = nvrtc_version()
+        if self.sm not in supported_archs():
+            known = ", ".join(f"sm_{a}" for a in supported_archs())
+            raise CompilerUnavailableError(
+                f"NVRTC {major}.{minor} cannot target {self.arch}; it supports {known}. "
+                "Pick one of those, or install an NVRTC that supports this GPU."
+            )
+        err, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"kernel.cu", 0, [], [])
+        _check(err, "nvrtcCreateProgram")
+        try:
+            opts = [f.encode() for f in self.flags]
+            (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+            log = self._log(prog)
+            if result == nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
+                raise CompileError(
+                    log or "compilation failed (NVRTC gave no log)", src, f"NVRTC {major}.{minor} ({self.arch})"
+                )
+            _check(result, "nvrtcCompileProgram")
+            if self.ptx:
+                err, size = nvrtc.nvrtcGetPTXSize(prog)
+                _check(err, "nvrtcGetPTXSize")
+                buf = b" " * size
+                (err,) = nvrtc.nvrtcGetPTX(prog, buf)
+                _check(err, "nvrtcGetPTX")
+            else:
+                err, size = nvrtc.nvrtcGetCUBINSize(prog)
+                _check(err, "nvrtcGetCUBINSize")
+                buf = b" " * size
+                (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
+                _check(err, "nvrtcGetCUBIN")
+            if not buf.strip(b"\x00 "):
+                raise CompileError(
+                    f"NVRTC returned an empty {'PTX' if self.ptx else 'CUBIN'}; log:\n{log}", src, "NVRTC"
+                )
+            return buf.rstrip(b"\x00") + b"\x00" if self.ptx else buf  # PTX is loaded as a C string
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+
+    @staticmethod
+    def _log(prog: Any) -> str:
+        nvrtc = _nvrtc()
+        err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        _check(err, "nvrtcGetProgramLogSize")
+        buf = b" " * size
+        (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
+        _check(err, "nvrtcGetProgramLog")
+        return buf.rstrip(b"\x00").decode(errors="replace").strip()

@@ -1,0 +1,138 @@
+"""CUDA C: a small subclass of the core CStyleRenderer.
+
+Kernels are ``extern "C" __global__`` (unmangled names for cuModuleGetFunction) with
+``__launch_bounds__`` set to the block size, so the compiler may use registers up to what
+that block size allows. Launch indices: gidxN -> blockIdx.{x,y,z}, lidxN -> threadIdx.{x,y,z}.
+half/bfloat16 come from cuda_fp16.h/cuda_bf16.h, included only when used. Math uses the CUDA
+math library names (exp2f, sqrtf ...), which NVRTC provides without any include and the CPU
+shim (gpu_shim.h) maps to libm, so the same source runs on both.
+"""
+
+from __future__ import annotations
+
+import math
+
+from uops.dtypes import DType, PtrDType, dtypes
+from uops.ops import Ops
+from uops.renderer.cstyle import CStyleRenderer
+from uops.uop import UOp
+
+__all__ = ["CUDARenderer"]
+
+_AXES = "xyz"
+_HALVES = (dtypes.float16, dtypes.bfloat16)
+
+
+def _math(name32: str, name64: str):  # type: ignore[no-untyped-def]
+    def f(x: str, dt: DType) -> str:
+        return f"{name64}({x})" if dt.scalar() == dtypes.float64 else f"{name32}({x})"
+
+    return f
+
+
+class CUDARenderer(CStyleRenderer):
+    device = "CUDA"
+    target = "sm_90"
+    global_max = (2**31 - 1, 65535, 65535)
+    local_max = (1024, 1024, 64)
+    local_threads_max = 256  # a block size that fills an SM on every architecture since sm_50
+    shared_max = 48 * 1024  # static shared memory per block without opt-in
+    kernel_prefix = 'extern "C" __global__ void'
+    buffer_suffix = " __restrict__"
+    smem_prefix = "__shared__ "
+    barrier = "__syncthreads();"
+    type_map = {
+        **CStyleRenderer.type_map,
+        dtypes.bool: "bool",
+        dtypes.float16: "half",
+        dtypes.bfloat16: "__nv_bfloat16",
+    }
+    code_for_op = {
+        **CStyleRenderer.code_for_op,
+        Ops.EXP2: _math("exp2f", "exp2"),
+        Ops.LOG2: _math("log2f", "log2"),
+        Ops.SIN: _math("sinf", "sin"),
+        Ops.SQRT: _math("sqrtf", "sqrt"),
+        Ops.TRUNC: _math("truncf", "trunc"),
+        Ops.POW: lambda a, b, dt: f"pow({a}, {b})" if dt.scalar() == dtypes.float64 else f"powf({a}, {b})",
+    }
+
+    def __init__(self, arch: str = "sm_90") -> None:
+        self.target = arch
+        # 1/x with a typed one: `1/h` is ambiguous for the 16-bit float classes (int->half or half->float)
+        self.code_for_op = {
+            **type(self).code_for_op,
+            Ops.RECIPROCAL: lambda x, dt: f"({self.render_const(1.0, dt.scalar())}/{x})",
+        }
+
+    # ----- values -----
+    def render_const(self, value: bool | int | float, dt: DType) -> str:
+        if dtypes.is_float(dt) and not math.isfinite(float(value)):
+            # NVRTC has no __builtin_nanf/__builtin_inff; build the bits (gpu_shim.h has the same intrinsics)
+            f = float(value)
+            if dt == dtypes.float64:
+                bits = 0x7FF8000000000000 if math.isnan(f) else (0xFFF0000000000000 if f < 0 else 0x7FF0000000000000)
+                return f"__longlong_as_double({bits - (1 << 64) if bits >= 1 << 63 else bits}ll)"
+            bits = 0x7FC00000 if math.isnan(f) else (0xFF800000 if f < 0 else 0x7F800000)
+            s = f"__int_as_float({bits - (1 << 32) if bits >= 1 << 31 else bits})"
+            return s if dt == dtypes.float32 else f"(({self.render_dtype(dt)}){s})"
+        return super().render_const(value, dt)
+
+    def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        # the 16-bit float classes convert through float: one user-defined conversion, never ambiguous
+        if src.scalar() in _HALVES and dst.scalar() != dtypes.float32:
+            x = f"(float)({x})"
+        if dst.scalar() in _HALVES and src.scalar() not in (dtypes.float32, dst.scalar()):
+            x = f"(float)({x})"
+        return f"(({self.render_dtype(dst)})({x}))"
+
+    def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+        return f"uops_bitcast<{self.render_dtype(dst)}>({x})"
+
+    def render_vector_type(self, dt: DType) -> str:
+        names = {"char": "char", "uchar": "uchar", "short": "short", "ushort": "ushort", "int": "int", "uint": "uint",
+                 "float": "float", "double": "double", "long": "longlong"}  # fmt: skip
+        base = names.get(dt.scalar().name)
+        if base is None or dt.count not in (2, 3, 4):
+            raise ValueError(f"CUDA has no vector type for {dt!r}")
+        return f"{base}{dt.count}"
+
+    def render_vectorize(self, dt: DType, parts: list[str]) -> str:
+        return f"make_{self.render_vector_type(dt)}({', '.join(parts)})"
+
+    def render_gep(self, vec: str, lane: int, dt: DType) -> str:
+        return f"{vec}.{'xyzw'[lane]}"
+
+    # ----- launch -----
+    def render_special(self, u: UOp) -> str:
+        name: str = u.arg
+        kind, dim = name[:4], int(name[4:])
+        if kind == "gidx":
+            return f"blockIdx.{_AXES[dim]}"
+        if kind == "lidx":
+            return f"threadIdx.{_AXES[dim]}"
+        raise ValueError(f"CUDARenderer: unknown launch index {name!r} (expected gidxN or lidxN)")
+
+    def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
+        threads = 1
+        for u in uops:
+            if u.op is Ops.SPECIAL and u.arg.startswith("lidx"):
+                size = u.src[0]
+                if size.op is not Ops.CONST:
+                    raise ValueError(f"CUDARenderer: block size {u.arg} must be a constant, got {size.op.name}")
+                threads *= int(size.arg)
+        used = {u.dtype.base.scalar() if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for u in uops}
+        prelude: list[str] = []
+        if dtypes.float16 in used:
+            prelude.append("#include <cuda_fp16.h>")
+        if dtypes.bfloat16 in used:
+            prelude.append("#include <cuda_bf16.h>")
+        if any(u.op is Ops.BITCAST for u in uops):
+            prelude.append(
+                "template <class T, class F> __device__ __forceinline__ T uops_bitcast(F f) {\n"
+                '  static_assert(sizeof(T) == sizeof(F), "bitcast between types of different sizes");\n'
+                "  union { F f; T t; } u; u.f = f; return u.t;\n}"
+            )
+        head = "\n".join(prelude) + ("\n" if prelude else "")
+        sig = f"{self.kernel_prefix} __launch_bounds__({threads}) {name}({', '.join(params)})"
+        return f"{head}{sig} {{\n" + "\n".join(body) + "\n}\n"
