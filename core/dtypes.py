@@ -6,6 +6,7 @@ bfloat16 has no numpy equivalent: host buffers of bfloat16 hold the raw 16 bits 
 
 from __future__ import annotations
 
+import builtins
 import math
 from dataclasses import dataclass
 from enum import IntEnum
@@ -91,23 +92,23 @@ class dtypes:
     index: Final = int32  # the dtype of index arithmetic
 
     @staticmethod
-    def is_float(dt: DType) -> bool:
+    def is_float(dt: DType) -> builtins.bool:
         return dt.kind == "f"
 
     @staticmethod
-    def is_int(dt: DType) -> bool:
+    def is_int(dt: DType) -> builtins.bool:
         return dt.kind in "iu"
 
     @staticmethod
-    def is_unsigned(dt: DType) -> bool:
+    def is_unsigned(dt: DType) -> builtins.bool:
         return dt.kind == "u"
 
     @staticmethod
-    def is_bool(dt: DType) -> bool:
+    def is_bool(dt: DType) -> builtins.bool:
         return dt.kind == "b"
 
     @staticmethod
-    def min(dt: DType) -> int | float:
+    def min(dt: DType) -> builtins.int | builtins.float:
         if dt.kind == "b":
             return False
         if dt.kind == "u":
@@ -117,7 +118,7 @@ class dtypes:
         return -math.inf
 
     @staticmethod
-    def max(dt: DType) -> int | float:
+    def max(dt: DType) -> builtins.int | builtins.float:
         if dt.kind == "b":
             return True
         if dt.kind == "u":

@@ -25,6 +25,7 @@ class UOp:
     dtype: DType
     src: tuple[UOp, ...]
     arg: Any
+    _vrange: tuple[ConstType, ConstType] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         key = (op, dtype, src, arg)
