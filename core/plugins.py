@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -309,7 +310,7 @@ class _Record:
 
     device: str
     module: str
-    entry_point: Any = None  # importlib.metadata.EntryPoint, or None for built-ins / registered
+    entry_point: _EntryPoint | None = None  # None for built-ins and registered backends
     builtin: bool = False
     registered: Backend | None = None  # from register_backend()
     conflicts: list[Any] = field(default_factory=list)  # more entry points for the same device
@@ -361,6 +362,92 @@ class _Record:
         )
 
 
+@dataclass(frozen=True)
+class _EntryPoint:
+    """An entry point and where its distribution's metadata lives (read only when the plugin is loaded)."""
+
+    name: str
+    value: str
+    dist_path: str | None = None  # the .dist-info / .egg-info directory (fast scan)
+    dist: Any = None  # an importlib.metadata.Distribution (fallback scan)
+
+    def distribution(self) -> Any:
+        """The importlib.metadata Distribution (for Name, Version, Requires-Dist)."""
+        if self.dist is None and self.dist_path is not None:
+            from importlib.metadata import PathDistribution
+            from pathlib import Path
+
+            object.__setattr__(self, "dist", PathDistribution(Path(self.dist_path)))
+        return self.dist
+
+
+def _entry_points(group: str) -> list[_EntryPoint]:
+    """Entry points of `group`, as importlib.metadata.entry_points(group=...) finds them.
+
+    Importing importlib.metadata costs ~20 ms, more than everything else discovery does, so the
+    common case (plain directories on sys.path, the standard path finder) is read directly:
+    the same files, the same order, the same first-wins rule per distribution. Anything else
+    (zip files or eggs on sys.path, a custom finder) goes through importlib.metadata.
+    """
+    fast = _scan_sys_path(group)
+    if fast is not None:
+        return fast
+    from importlib.metadata import entry_points
+
+    return [_EntryPoint(ep.name, ep.value, dist=ep.dist) for ep in entry_points(group=group)]
+
+
+def _scan_sys_path(group: str) -> list[_EntryPoint] | None:
+    from importlib.machinery import PathFinder
+
+    for finder in sys.meta_path:
+        if finder is not PathFinder and getattr(finder, "find_distributions", None) is not None:
+            return None  # a finder that provides distributions we would not see
+    seen: set[str] = set()
+    found: list[_EntryPoint] = []
+    for entry in sys.path:
+        root = entry or "."
+        if root.lower().endswith(".egg") or os.path.isfile(root):
+            return None  # eggs and zip files: let importlib.metadata read them
+        try:
+            children = os.listdir(root)
+        except OSError:
+            continue
+        for child in children:
+            low = child.lower()
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            # the distribution's normalized name, as importlib.metadata derives it from the path
+            name = re.sub(r"[-_.]+", "_", low.rpartition(".")[0].partition("-")[0])
+            if name in seen:
+                continue
+            seen.add(name)
+            path = os.path.join(root, child)
+            try:
+                with open(os.path.join(path, "entry_points.txt"), encoding="utf-8") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            found += [_EntryPoint(n, v, dist_path=path) for n, v in _parse_entry_points(text, group)]
+    return found
+
+
+def _parse_entry_points(text: str, group: str) -> list[tuple[str, str]]:
+    """(name, value) pairs of one section of an entry_points.txt (INI-style, '#' comments)."""
+    pairs: list[tuple[str, str]] = []
+    section = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+        elif section == group:
+            name, _, value = line.partition("=")
+            pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
 #: Built-in backends, registered through the same hook path as installed plugins.
 _BUILTINS = {"PYTHON": "uops.backends.python"}
 
@@ -384,10 +471,8 @@ class _Registry:
         with self._lock:
             if self._records is not None:
                 return self._records
-            from importlib.metadata import entry_points
-
             records: dict[str, _Record] = {}
-            for ep in entry_points(group=ENTRY_POINT_GROUP):
+            for ep in _entry_points(ENTRY_POINT_GROUP):
                 name = ep.name.strip().upper()
                 if name in records:
                     records[name].conflicts.append(ep)
@@ -426,7 +511,7 @@ class _Registry:
             rec.distribution, rec.version = "uops", _core_version()
             rec.api_range = f"=={rec.version}"
             return
-        dist = getattr(rec.entry_point, "dist", None)
+        dist = rec.entry_point.distribution() if rec.entry_point is not None else None
         if dist is None:
             return
         rec.distribution = dist.metadata["Name"] or None

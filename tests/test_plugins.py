@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from uops.plugins import (
     Backend,
     Device,
@@ -159,11 +160,18 @@ def test_listing_imports_no_plugin(full: Venv) -> None:
         before = sorted(m for m in sys.modules if m.startswith("uops_"))
         names = uops.Device.names()
         after = sorted(m for m in sys.modules if m.startswith("uops_"))
-        print(json.dumps({"names": names, "before": before, "after": after,
+        fast = "importlib.metadata" not in sys.modules  # the fast path did not need it
+        from importlib.metadata import entry_points
+        from uops.plugins import _entry_points
+        for group in ("uops.backends", "console_scripts"):  # the fast scan agrees with importlib.metadata
+            assert sorted((e.name, e.value) for e in _entry_points(group)) == sorted(
+                (e.name, e.value) for e in entry_points(group=group)), group
+        print(json.dumps({"names": names, "before": before, "after": after, "fast": fast,
                           "backends_python": "uops.backends.python" in sys.modules}))
         """
     )
     out = json.loads(r.stdout)
+    assert out["fast"] is True
     assert out["names"] == ["BADPROBE", "CPU", "FAKE", "FAKEGPU", "FUTURE", "IMPFAIL", "PYTHON"]
     assert out["before"] == [] and out["after"] == []
     assert out["backends_python"] is False
@@ -477,6 +485,32 @@ def test_specifier_contains(spec: str, version: str, expected: bool) -> None:
 def test_specifier_errors(spec: str) -> None:
     with pytest.raises(SpecifierError):
         specifier_contains(spec, "0.1.0")
+
+
+@pytest.mark.parametrize("group", ["uops.backends", "console_scripts", "pytest11"])
+def test_fast_scan_agrees_with_importlib_metadata(group: str) -> None:
+    from importlib.metadata import entry_points
+
+    from uops.plugins import _entry_points
+
+    assert sorted((e.name, e.value) for e in _entry_points(group)) == sorted(
+        (e.name, e.value) for e in entry_points(group=group)
+    )
+
+
+def test_zip_on_sys_path_falls_back_to_importlib_metadata(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zipfile
+
+    from uops.plugins import _entry_points, _scan_sys_path
+
+    z = tmp_path / "plugins.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("uops_zipdev-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: uops-zipdev\nVersion: 1.0\n")
+        f.writestr("uops_zipdev-1.0.dist-info/entry_points.txt", "[uops.backends]\nZIPDEV = uops_zipdev\n")
+    monkeypatch.syspath_prepend(str(z))
+    assert _scan_sys_path("uops.backends") is None
+    eps = [e for e in _entry_points("uops.backends") if e.name == "ZIPDEV"]
+    assert len(eps) == 1 and eps[0].value == "uops_zipdev" and eps[0].distribution().version == "1.0"
 
 
 def test_uops_range_from_requires() -> None:

@@ -1,0 +1,81 @@
+"""Start-up cost of the core and of plugin discovery, against bare Python and tinygrad.
+
+Why: listing devices must stay cheap (metadata only, no plugin import), so that `import uops`
+and `uops devices` feel instant. Each case runs in a fresh interpreter N times; the table
+shows the median wall time and the extra over `python -c pass`. Target: `import uops` plus
+listing device names under 50 ms of extra start-up.
+
+    python bench/startup.py [-n 20] [--python PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _time(cmd: list[str], runs: int, env: dict[str, str]) -> float:
+    """Median wall seconds of `cmd` over `runs` runs (after one warm-up for the file cache)."""
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _importable(python: str, module: str, env: dict[str, str]) -> bool:
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([python, "-c", code], capture_output=True, env=env).returncode == 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the start-up table; returns 0."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", "--runs", type=int, default=20, help="runs per case (median)")
+    ap.add_argument("--python", default=sys.executable, help="interpreter to measure (e.g. a venv's python)")
+    args = ap.parse_args(argv)
+    py = args.python
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UOPS_")}
+    uops_script = shutil.which("uops", path=str(Path(py).parent)) or ""
+
+    cases: list[tuple[str, list[str]]] = [
+        ("python -c pass", [py, "-c", "pass"]),
+        ("import numpy", [py, "-c", "import numpy"]),
+        ("import uops", [py, "-c", "import uops"]),
+        ("import uops; Device.names()", [py, "-c", "import uops; uops.Device.names()"]),
+        (
+            "uops devices (loads + probes all)",
+            [uops_script, "devices"] if uops_script else [py, "-m", "uops.cli", "devices"],
+        ),
+    ]
+    if _importable(py, "tinygrad", env):
+        cases += [
+            ("import tinygrad", [py, "-c", "import tinygrad"]),
+            ("tinygrad Device.DEFAULT", [py, "-c", "from tinygrad import Device; Device.DEFAULT"]),
+        ]
+    names = subprocess.run(
+        [py, "-c", "import uops; print(','.join(uops.Device.names()))"], capture_output=True, text=True, env=env
+    ).stdout.strip()
+    print(f"python: {py}\ninstalled uops devices: {names or '(none)'}\nmedian of {args.runs} runs")
+    results = [(label, _time(cmd, args.runs, env)) for label, cmd in cases]
+    bare = results[0][1]
+    width = max(len(label) for label, _ in results)
+    print(f"{'case'.ljust(width)}  {'wall ms':>8}  {'extra ms':>8}")
+    for label, t in results:
+        print(f"{label.ljust(width)}  {t * 1e3:8.1f}  {(t - bare) * 1e3:8.1f}")
+    lookup = dict(results)
+    listing = lookup["import uops; Device.names()"] - lookup["import uops"]
+    print(f"discovery alone (names() minus import uops): {listing * 1e3:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
