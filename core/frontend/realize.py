@@ -37,14 +37,21 @@ def device_handle(device: str) -> Any:
     return Device[device]
 
 
+_dtype_ok: set[tuple[str, DType]] = set()
+
+
 def check_dtype(device: str, dtype: DType) -> None:
-    """Raise a clear error when ``device`` cannot store ``dtype``."""
-    dev = device_handle(device)
-    renderer = dev.renderer
-    bad: frozenset[DType] = getattr(renderer, "unstorable_dtypes", frozenset())
-    if dtype in bad:
+    """Raise a clear error when ``device`` cannot hold or compute ``dtype``."""
+    if (device, dtype) in _dtype_ok:
+        return
+    bad: frozenset[DType] = getattr(device_handle(device).renderer, "unsupported_dtypes", frozenset())
+    if dtype.scalar() in bad:
         ok = sorted(d.name for d in _all_dtypes() if d not in bad)
-        raise DTypeNotSupportedError(f"device {device} does not support dtype {dtype.name}; supported: {', '.join(ok)}")
+        raise DTypeNotSupportedError(
+            f"device {device} does not support dtype {dtype.name}; cast to one of {', '.join(ok)} "
+            f"or use another device (e.g. PYTHON)"
+        )
+    _dtype_ok.add((device, dtype))
 
 
 def _all_dtypes() -> tuple[DType, ...]:
@@ -109,6 +116,8 @@ def run_item(item: ScheduleItem) -> None:
         copy_between(get_buffer(src), get_buffer(dst))
         return
     assert item.ast is not None
+    for b in item.bufs:
+        check_dtype(item.device, b.dtype)
     _, prog, gsz, lsz = get_runner(item.ast, item.device)
     prog(*[get_buffer(b).handle for b in item.bufs], global_size=gsz, local_size=lsz, vals=())
 
