@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter to measure (e.g. a venv's python)")
     args = ap.parse_args(argv)
     py = args.python
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UOPS_")}
+    # as a user runs it: no uops settings, and byte-code caching on (the warm-up run writes the .pyc files)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UOPS_") and k != "PYTHONDONTWRITEBYTECODE"}
     uops_script = shutil.which("uops", path=str(Path(py).parent)) or ""
 
     cases: list[tuple[str, list[str]]] = [

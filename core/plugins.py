@@ -106,19 +106,17 @@ class SpecifierError(ValueError):
     """A version or a version specifier that cannot be parsed."""
 
 
-_VERSION_RE = re.compile(
-    r"""^\s*v?
+# patterns are compiled on first use (by re's own cache): listing devices never needs them
+_VERSION_RE = r"""^\s*v?
     (?:(?P<epoch>\d+)!)?
     (?P<release>\d+(?:\.\d+)*)
     (?:[-_.]?(?P<pre_l>a|b|c|rc|alpha|beta|pre|preview)[-_.]?(?P<pre_n>\d+)?)?
     (?:-(?P<post_n1>\d+)|[-_.]?(?:post|rev|r)[-_.]?(?P<post_n2>\d+)?(?P<post_l>))?
     (?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>\d+)?)?
     (?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?
-    \s*$""",
-    re.IGNORECASE | re.VERBOSE,
-)
+    \s*$"""
 _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
-_CLAUSE_RE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)\s*$")
+_CLAUSE_RE = r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)\s*$"
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ class _Version:
 
     @staticmethod
     def parse(text: str) -> _Version:
-        m = _VERSION_RE.match(text)
+        m = re.match(_VERSION_RE, text, re.IGNORECASE | re.VERBOSE)
         if m is None:
             raise SpecifierError(f"{text!r} is not a PEP 440 version")
         pre = None
@@ -218,7 +216,7 @@ def specifier_contains(specifier: str, version: str) -> bool:
     v = _Version.parse(version)
     clauses = [c for c in specifier.split(",") if c.strip()]
     for clause in clauses:
-        m = _CLAUSE_RE.match(clause)
+        m = re.match(_CLAUSE_RE, clause)
         if m is None:
             raise SpecifierError(f"{clause.strip()!r} is not a version clause like '>=0.1'")
         if not _clause_contains(m[1], m[2], v, version):
@@ -226,7 +224,7 @@ def specifier_contains(specifier: str, version: str) -> bool:
     return True
 
 
-_REQ_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*?)\s*(?:;(.*))?$")
+_REQ_RE = r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*?)\s*(?:;(.*))?$"
 
 
 def _normalize_dist(name: str) -> str:
@@ -236,7 +234,7 @@ def _normalize_dist(name: str) -> str:
 def _uops_range(requires: list[str] | None) -> str | None:
     """The version range a distribution requires of `uops` (None when it declares none)."""
     for req in requires or ():
-        m = _REQ_RE.match(req)
+        m = re.match(_REQ_RE, req)
         if m is None or _normalize_dist(m[1]) != "uops":
             continue
         if m[3] and "extra" in m[3]:
