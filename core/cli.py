@@ -21,15 +21,30 @@ EXIT_OK, EXIT_ERROR, EXIT_UNAVAILABLE = 0, 1, 2
 # ---------------------------------------------------------------------------------------------
 
 
-def _status_text(row: dict[str, object]) -> str:
-    status = str(row["status"])
-    return status if status == "ok" or not row["reason"] else f"{status}: {row['reason']}"
+_REASON_MAX = 160
 
 
-def _runtime_text(row: dict[str, object]) -> str:
-    if row["runtime_ok"] is None:
+def _status_text(row: dict[str, object], verbose: bool) -> str:
+    """The status and its reason; in the table, the reason's first line, shortened (the rest: -v or --json)."""
+    status, reason = str(row["status"]), str(row["reason"] or "")
+    if status == "ok" or not reason:
+        return status
+    if not verbose:
+        first = reason.strip().splitlines()[0] if reason.strip() else reason
+        cut = len(first) > _REASON_MAX or first != reason.strip()
+        reason = (first[:_REASON_MAX].rstrip() + " ...") if cut else first
+    return f"{status}: {reason}"
+
+
+def _yes_no(ok: object) -> str:
+    return "-" if ok is None else "yes" if ok else "no"
+
+
+def _targets_text(targets: object, limit: int = 4) -> str:
+    if not isinstance(targets, list) or not targets:
         return "-"
-    return "yes" if row["runtime_ok"] else "no"
+    shown = ",".join(targets[:limit])
+    return shown if len(targets) <= limit else f"{shown},+{len(targets) - limit} more"
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -40,12 +55,12 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"uops_version": uops.__version__, "backends": rows}, indent=2))
         return EXIT_OK
-    table = [("DEVICE", "PLUGIN", "API", "TARGETS", "RUNTIME", "STATUS")]
+    table = [("DEVICE", "PLUGIN", "API", "TARGETS", "COMPILE", "RUN", "STATUS")]
     for r in rows:
         plugin = f"{r['distribution'] or r['module']} {r['version'] or ''}".strip()
         api = "(undeclared)" if r["api_range"] is None else str(r["api_range"]) or "any"
-        targets = ",".join(r["targets"]) if isinstance(r["targets"], list) and r["targets"] else "-"  # type: ignore[arg-type]
-        table.append((str(r["device"]), plugin, api, targets, _runtime_text(r), _status_text(r)))
+        cells = (str(r["device"]), plugin, api, _targets_text(r["targets"]), _yes_no(r["compile_ok"]))
+        table.append((*cells, _yes_no(r["runtime_ok"]), _status_text(r, args.verbose)))
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
     print(f"uops {uops.__version__}")
     for line in table:
@@ -85,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("devices", help="list installed backends, whether they work, and why not")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--json", action="store_true", help="machine-readable output (full reasons)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show reasons in full, not only their first line")
     p.set_defaults(func=cmd_devices)
 
     p = sub.add_parser("demo", help="run a small end-to-end example (not yet available)")
@@ -119,7 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         else:
-            print(f"uops {args.command}: error: {e}", file=sys.stderr)
+            lines = str(e).strip().splitlines() or [type(e).__name__]
+            more = " (details: rerun with --debug)" if len(lines) > 1 else ""
+            print(f"uops {args.command}: error: {lines[0]}{more}", file=sys.stderr)
         return EXIT_ERROR
 
 
