@@ -7,8 +7,8 @@
  * Two halves in one file:
  *   - kernel side (default): the CUDA vocabulary a kernel uses (__global__, __device__,
  *     __shared__, threadIdx/blockIdx/blockDim/gridDim, __syncthreads, half/bfloat16,
- *     vector types, the math and atomic functions renderers emit). Small, includes only C
- *     headers plus <utility>, so a kernel compiles in a fraction of a second.
+ *     vector types, the math and atomic functions renderers emit). Small, includes only
+ *     <stdint.h>, so a kernel compiles in about a tenth of a second.
  *   - runtime side (#define UOPS_SHIM_RUNTIME): the launcher, built once into its own shared
  *     library by uops.emulate. It runs blocks in parallel on std::threads; inside a block,
  *     each CUDA thread is a fiber (ucontext) on the same OS thread, so __syncthreads is a
@@ -35,11 +35,25 @@
 #ifndef UOPS_GPU_SHIM_H
 #define UOPS_GPU_SHIM_H
 
-#include <math.h>
 #include <stdint.h>
-#include <string.h>
 
-#include <utility>
+/* The C math library, declared here rather than by <math.h>: in C++ mode that header pulls
+   in <cmath> (20k lines), which would triple the time to compile each kernel. */
+#define UOPS_SHIM_MATH1(fn) extern "C" double fn(double) noexcept; extern "C" float fn##f(float) noexcept;
+#define UOPS_SHIM_MATH2(fn) extern "C" double fn(double, double) noexcept; extern "C" float fn##f(float, float) noexcept;
+UOPS_SHIM_MATH1(sqrt) UOPS_SHIM_MATH1(cbrt) UOPS_SHIM_MATH1(exp) UOPS_SHIM_MATH1(exp2) UOPS_SHIM_MATH1(expm1)
+UOPS_SHIM_MATH1(log) UOPS_SHIM_MATH1(log2) UOPS_SHIM_MATH1(log10) UOPS_SHIM_MATH1(log1p)
+UOPS_SHIM_MATH1(sin) UOPS_SHIM_MATH1(cos) UOPS_SHIM_MATH1(tan) UOPS_SHIM_MATH1(asin) UOPS_SHIM_MATH1(acos)
+UOPS_SHIM_MATH1(atan) UOPS_SHIM_MATH1(sinh) UOPS_SHIM_MATH1(cosh) UOPS_SHIM_MATH1(tanh) UOPS_SHIM_MATH1(erf)
+UOPS_SHIM_MATH1(trunc) UOPS_SHIM_MATH1(floor) UOPS_SHIM_MATH1(ceil) UOPS_SHIM_MATH1(round) UOPS_SHIM_MATH1(rint)
+UOPS_SHIM_MATH1(fabs)
+UOPS_SHIM_MATH2(pow) UOPS_SHIM_MATH2(fmax) UOPS_SHIM_MATH2(fmin) UOPS_SHIM_MATH2(fmod) UOPS_SHIM_MATH2(atan2)
+UOPS_SHIM_MATH2(copysign)
+#undef UOPS_SHIM_MATH1
+#undef UOPS_SHIM_MATH2
+extern "C" double fma(double, double, double) noexcept;
+extern "C" float fmaf(float, float, float) noexcept;
+#define memcpy __builtin_memcpy
 
 /* ------------------------------------------------------------------------------------ */
 /* qualifiers                                                                             */
@@ -336,14 +350,24 @@ UOPS_SHIM_ATOMIC_FLOAT(double, uint64_t)
 /* ------------------------------------------------------------------------------------ */
 /* the entry thunk uops.emulate generates for each __global__ function                    */
 
+/* an index sequence without <utility> (which costs more to parse than a kernel) */
+template <unsigned long... I>
+struct uops_shim_seq {};
+template <unsigned long N, unsigned long... I>
+struct uops_shim_make_seq : uops_shim_make_seq<N - 1, N - 1, I...> {};
+template <unsigned long... I>
+struct uops_shim_make_seq<0, I...> {
+  typedef uops_shim_seq<I...> type;
+};
+
 /* call f with its parameters read from args[i] (a pointer to the i-th argument's value) */
-template <class... A, std::size_t... I>
-static inline void uops_shim_call_impl(void (*f)(A...), void **args, std::index_sequence<I...>) {
+template <class... A, unsigned long... I>
+static inline void uops_shim_call_impl(void (*f)(A...), void **args, uops_shim_seq<I...>) {
   f(*static_cast<A *>(args[I])...);
 }
 template <class... A>
 static inline void uops_shim_call(void (*f)(A...), void **args) {
-  uops_shim_call_impl(f, args, std::index_sequence_for<A...>{});
+  uops_shim_call_impl(f, args, typename uops_shim_make_seq<sizeof...(A)>::type{});
 }
 #define UOPS_SHIM_ENTRY(name)                                                                \
   extern "C" void uops_shim_entry_##name(void **args, const uops_shim_ctx *ctx) {            \
@@ -355,6 +379,7 @@ static inline void uops_shim_call(void (*f)(A...), void **args) {
 /* runtime side: the launcher (built once into its own shared library)                    */
 
 #ifdef UOPS_SHIM_RUNTIME
+#undef memcpy
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
