@@ -8,6 +8,7 @@ rewritten once.
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ class UPat:
     as a single UPat, every source must match it. ``name`` captures the node.
     """
 
-    __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "_early")
+    __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "_items", "_perms")
 
     def __init__(
         self,
@@ -47,12 +48,17 @@ class UPat:
         self.allow_any_len = allow_any_len
         # src alternatives: a list of tuples of patterns, or a single "repeat" pattern
         self.src: list[tuple[UPat, ...]] | UPat | None
+        self._items: tuple[UPat, ...] = ()
+        self._perms: list[tuple[int, ...]] = []
         if src is None or isinstance(src, UPat):
             self.src = src
         elif isinstance(src, list):
-            self.src = _permutations(tuple(src))
+            self._items = tuple(src)
+            self.src = _permutations(self._items)
+            self._perms = list(itertools.permutations(range(len(src))))
         else:
-            self.src = [tuple(src)]
+            self._items = tuple(src)
+            self.src = [self._items]
 
     # ----- convenient constructors -----
     @staticmethod
@@ -70,8 +76,7 @@ class UPat:
     def named(self, name: str) -> UPat:
         p = UPat.__new__(UPat)
         for k in UPat.__slots__:
-            if k != "_early":
-                object.__setattr__(p, k, getattr(self, k))
+            object.__setattr__(p, k, getattr(self, k))
         p.name = name
         return p
 
@@ -164,9 +169,174 @@ def _permutations(items: tuple[UPat, ...]) -> list[tuple[UPat, ...]]:
 Rule = tuple[UPat, Callable[..., Any]]
 
 
+# ----------------------------------------------------------------------------------------
+# compiled matching: each op's rules become one generated Python function
+# ----------------------------------------------------------------------------------------
+class _Fallback(Exception):
+    """A pattern the code generator does not handle; that rule is interpreted with UPat.match."""
+
+
+def _names_in(p: UPat) -> bool:
+    if p.name is not None:
+        return True
+    if p.src is None:
+        return False
+    if isinstance(p.src, UPat):
+        return _names_in(p.src)
+    return any(_names_in(q) for q in p.src[0])
+
+
+def _trivial(p: UPat) -> bool:
+    return p.ops is None and p.dtypes is None and p.arg is _ANY and p.name is None and p.src is None
+
+
+class _Gen:
+    """Emits straight-line checks. A failed check jumps to the most recent choice point: the next
+    permutation of an any-order source list (``continue``) or, with none open, the next rule (``break``)."""
+
+    def __init__(self) -> None:
+        self.env: dict[str, Any] = {}
+        self.lines: list[str] = []
+        self.n = 0
+
+    def const(self, obj: Any) -> str:
+        self.n += 1
+        name = f"K{self.n}"
+        self.env[name] = obj
+        return name
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"t{self.n}"
+
+    def emit(
+        self, p: UPat, v: str, names: dict[str, str], ind: int, loop: bool, skip_op: bool = False
+    ) -> tuple[int, bool]:
+        fail = "continue" if loop else "break"
+        pad = "    " * ind
+        conds = []
+        if p.ops is not None and not skip_op:
+            conds.append(
+                f"{v}.op is {self.const(next(iter(p.ops)))}" if len(p.ops) == 1 else f"{v}.op in {self.const(p.ops)}"
+            )
+        if p.arg is not _ANY:
+            conds.append(f"{v}.arg == {self.const(p.arg)}")
+        if p.dtypes is not None:
+            d = self.const(p.dtypes)
+            conds.append(f"({v}.dtype in {d} or {v}.dtype.scalar() in {d})")
+        if conds:
+            self.lines.append(f"{pad}if not ({' and '.join(conds)}): {fail}")
+        if p.name is not None:
+            if p.name in names:
+                self.lines.append(f"{pad}if {names[p.name]} is not {v}: {fail}")
+            else:
+                names[p.name] = self.tmp()
+                self.lines.append(f"{pad}{names[p.name]} = {v}")
+        if p.src is None:
+            return ind, loop
+        if isinstance(p.src, UPat):
+            if _names_in(p.src):
+                raise _Fallback("names inside a repeated source pattern")
+            if not _trivial(p.src):
+                self.lines.append(f"{pad}if not all(map({self.const(_compile_pred(p.src))}, {v}.src)): {fail}")
+            return ind, loop
+        items = p.src[0] if len(p.src) == 1 else p._items
+        n = len(items)
+        s = self.tmp()
+        self.lines.append(f"{pad}{s} = {v}.src")
+        self.lines.append(f"{pad}if len({s}) {'<' if p.allow_any_len else '!='} {n}: {fail}")
+        if len(p.src) == 1:
+            for i, q in enumerate(items):
+                if _trivial(q):
+                    continue
+                vi = self.tmp()
+                self.lines.append(f"{pad}{vi} = {s}[{i}]")
+                ind, loop = self.emit(q, vi, names, ind, loop)
+                pad = "    " * ind
+            return ind, loop
+        vs = [self.tmp() for _ in range(n)]
+        alts = ", ".join("(" + ", ".join(f"{s}[{j}]" for j in perm) + ",)" for perm in p._perms)
+        self.lines.append(f"{pad}for {', '.join(vs)}, in ({alts}):")
+        ind += 1
+        for q, vi in zip(items, vs):
+            ind, _ = self.emit(q, vi, names, ind, True)
+        return ind, True
+
+
+def _compile_pred(p: UPat) -> Callable[[UOp], bool]:
+    g = _Gen()
+    g.lines.append("while True:")
+    ind, _ = g.emit(p, "u", {}, 1, False)
+    g.lines.append("    " * ind + "return True")
+    g.lines.append("    break")
+    g.lines.append("return False")
+    src = "def pred(u):\n" + "\n".join("    " + ln for ln in g.lines) + "\n"
+    exec(compile(src, "<upat pred>", "exec"), g.env)
+    return g.env["pred"]
+
+
+def _bad_return(fn: Callable[..., Any], pat: UPat, ret: Any) -> None:
+    raise TypeError(
+        f"rewrite rule {getattr(fn, '__qualname__', fn)} for {pat} returned {type(ret).__name__}, "
+        "expected a UOp or None"
+    )
+
+
+def _interpret(pat: UPat, fn: Callable[..., Any], wants_ctx: bool, u: UOp, ctx: Any) -> Any:
+    for store in pat.match(u, {}):
+        ret = fn(ctx=ctx, **store) if wants_ctx else fn(**store)
+        if ret is not None and ret is not u:
+            return ret
+    return None
+
+
+def _call_args(fn: Callable[..., Any], names: dict[str, str], wants_ctx: bool) -> str:
+    """Positional arguments when the function's parameters are exactly the captures (fast), else keywords."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = None  # type: ignore[assignment]
+    wanted = set(names) | ({"ctx"} if wants_ctx else set())
+    if params is not None and set(params) == wanted and all(q.kind is q.POSITIONAL_OR_KEYWORD for q in params.values()):
+        return ", ".join("ctx" if k == "ctx" else names[k] for k in params)
+    kw = [f"{k!r}: {v}" for k, v in names.items()] + (["'ctx': ctx"] if wants_ctx else [])
+    return "**{" + ", ".join(kw) + "}"
+
+
+def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[[UOp, Any], Any]:
+    g = _Gen()
+    g.env["_bad"], g.env["_UOp"], g.env["_interp"] = _bad_return, UOp, _interpret
+    for pat, fn, wants_ctx in rules:
+        f, pk = g.const(fn), g.const(pat)
+        mark = len(g.lines)
+        g.lines.append("while True:")
+        names: dict[str, str] = {}
+        try:
+            ind, _ = g.emit(pat, "u", names, 1, False, skip_op=True)
+            call = f"{f}({_call_args(fn, names, wants_ctx)})"
+        except _Fallback:
+            del g.lines[mark + 1 :]
+            ind, call = 1, f"_interp({pk}, {f}, {wants_ctx}, u, ctx)"
+        pad = "    " * ind
+        g.lines += [
+            f"{pad}r = {call}",
+            f"{pad}if r is not None and r is not u:",
+            f"{pad}    if not isinstance(r, _UOp): _bad({f}, {pk}, r)",
+            f"{pad}    return r",
+            "    break",
+        ]
+    src = "def match(u, ctx):\n" + "\n".join("    " + ln for ln in g.lines) + "\n    return None\n"
+    exec(compile(src, "<pattern matcher>", "exec"), g.env)
+    return g.env["match"]
+
+
+_COMPILED: dict[tuple[tuple[UPat, Callable[..., Any]], ...], Callable[[UOp, Any], Any]] = {}
+
+
 class PatternMatcher:
     """Ordered rules. A rule's function gets the named captures (and ``ctx`` if it names it) and
-    returns a replacement UOp, or None to decline. Rules are indexed by op."""
+    returns a replacement UOp, or None to decline. Rules are indexed by op; each op's rules are
+    compiled on first use into one Python function (shared by matchers with the same rules)."""
 
     def __init__(self, rules: Sequence[Rule]):
         self.rules = list(rules)
@@ -174,72 +344,103 @@ class PatternMatcher:
         for pat, fn in self.rules:
             if not isinstance(pat, UPat) or not callable(fn):
                 raise TypeError(f"a rule is (UPat, callable), got ({type(pat).__name__}, {type(fn).__name__})")
-            wants_ctx = "ctx" in inspect.signature(fn).parameters
+            try:
+                wants_ctx = "ctx" in inspect.signature(fn).parameters
+            except (TypeError, ValueError):
+                wants_ctx = False
             for op in pat.ops if pat.ops is not None else Ops:
                 self.by_op[op].append((pat, fn, wants_ctx))
+        # table[op] -> matcher function, None when no rule can match op; filled lazily
+        self.table: list[Callable[[UOp, Any], Any] | None] = [None] * (max(Ops) + 1)
+        for op, rs in self.by_op.items():
+            if rs:
+                self.table[op] = self._lazy(op)
+
+    def _lazy(self, op: Ops) -> Callable[[UOp, Any], Any]:
+        def first_call(u: UOp, ctx: Any) -> Any:
+            rs = self.by_op[op]
+            key = tuple((p, f) for p, f, _ in rs)
+            fn = _COMPILED.get(key)
+            if fn is None:
+                fn = _compile_op(rs)
+                if len(_COMPILED) > 512:
+                    _COMPILED.clear()
+                _COMPILED[key] = fn
+            self.table[op] = fn
+            return fn(u, ctx)
+
+        return first_call
 
     def __add__(self, other: PatternMatcher) -> PatternMatcher:
         return PatternMatcher(self.rules + other.rules)
 
     def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
-        for pat, fn, wants_ctx in self.by_op[u.op]:
-            for store in pat.match(u, {}):
-                ret = fn(ctx=ctx, **store) if wants_ctx else fn(**store)
-                if ret is None or ret is u:
-                    continue
-                if not isinstance(ret, UOp):
-                    raise TypeError(
-                        f"rewrite rule {getattr(fn, '__qualname__', fn)} for {pat} returned "
-                        f"{type(ret).__name__}, expected a UOp or None"
-                    )
-                return ret
-        return None
+        """The first rule result for ``u`` that is a new UOp, or None."""
+        f = self.table[u.op]
+        return None if f is None else f(u, ctx)
 
 
 def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False) -> UOp:
     """Rewrite ``sink`` with ``pm`` to a fixed point.
 
     Top-down (default): a node is offered to the rules before its sources are rewritten, and
-    again after. Bottom-up: sources first, then the node. Either way each result is itself
-    rewritten until no rule fires. Memoized within the call.
+    again after if a source changed. Bottom-up: sources first, then the node. Either way each
+    result is itself rewritten until no rule fires. Memoized within the call.
     """
     replace: dict[UOp, UOp] = {}
-    rewrite = pm.rewrite
-    # frames: (node, stage, pending) stage 0 = enter, 1 = sources done, 2 = alias to pending
-    stack: list[tuple[UOp, int, UOp | None]] = [(sink, 0, None)]
+    table = pm.table
+    # entries: a UOp (visit it), (n,) (its sources are done), (n, r) (n's result is r's result)
+    stack: list[Any] = [sink]
+    pop, push = stack.pop, stack.append
     while stack:
-        n, stage, pending = stack.pop()
-        if stage == 0:
-            if n in replace:
+        e = pop()
+        if e.__class__ is UOp:
+            if e in replace:
                 continue
             if not bottom_up:
-                r = rewrite(n, ctx)
-                if r is not None:
-                    stack.append((n, 2, r))
-                    stack.append((r, 0, None))
-                    continue
-            stack.append((n, 1, None))
-            for s in reversed(n.src):
+                f = table[e.op]
+                if f is not None:
+                    r = f(e, ctx)
+                    if r is not None:
+                        push((e, r))
+                        push(r)
+                        continue
+            src = e.src
+            if not src:
+                if bottom_up:
+                    f = table[e.op]
+                    if f is not None:
+                        r = f(e, ctx)
+                        if r is not None:
+                            push((e, r))
+                            push(r)
+                            continue
+                replace[e] = e
+                continue
+            push((e,))
+            for s in reversed(src):
                 if s not in replace:
-                    stack.append((s, 0, None))
-        elif stage == 1:
+                    push(s)
+        elif len(e) == 1:
+            n = e[0]
             src = n.src
             new_src = tuple([replace[s] for s in src])
-            if all(a is b for a, b in zip(new_src, src)):
+            if new_src == src:  # identity compare per element (UOp has no __eq__)
                 if bottom_up:
-                    r = rewrite(n, ctx)
-                    if r is not None:
-                        stack.append((n, 2, r))
-                        stack.append((r, 0, None))
-                        continue
+                    f = table[n.op]
+                    if f is not None:
+                        r = f(n, ctx)
+                        if r is not None:
+                            push((n, r))
+                            push(r)
+                            continue
                 replace[n] = n
             else:
                 nn = UOp(n.op, n.dtype, new_src, n.arg)
-                stack.append((n, 2, nn))
-                stack.append((nn, 0, None))
+                push((n, nn))
+                push(nn)
         else:
-            assert pending is not None
-            replace[n] = replace[pending]
+            replace[e[0]] = replace[e[1]]
     return replace[sink]
 
 

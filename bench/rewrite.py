@@ -1,0 +1,236 @@
+"""Rewrite-engine throughput: uops vs tinygrad (when installed), in one run, as ratios.
+
+  .venv/bin/python bench/rewrite.py [--quick]
+
+(a) simplify 10,000 random index expressions (fixed seed), nodes per second;
+(b) rewrite a 100,000-node graph with a 50-rule PatternMatcher, nodes per second.
+Both workloads are described once in a neutral form and built in each IR with the same raw
+ops (tinygrad's FLOORDIV/FLOORMOD stand in for IDIV/MOD: every value here is nonnegative, so
+floor and C division agree). Each timing is the best of a few runs on freshly built graphs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+Spec = tuple  # ("var", i) | ("const", v) | (opname, spec, spec)
+
+VARS = [("gidx0", 0, 31), ("gidx1", 0, 15), ("lidx0", 0, 15), ("lidx1", 0, 7), ("ridx0", 0, 63), ("ridx1", 0, 2)]
+
+
+# ----------------------------------------------------------------------------------------
+# workload descriptions
+# ----------------------------------------------------------------------------------------
+def index_expr(rng: random.Random, depth: int) -> Spec:
+    """Index math as a lowering makes it: flatten, split, reshape, pad, stride."""
+    if depth == 0 or rng.random() < 0.15:
+        return ("var", rng.randrange(len(VARS))) if rng.random() < 0.8 else ("const", rng.randint(0, 9))
+    r = rng.random()
+    a = index_expr(rng, depth - 1)
+    if r < 0.30:  # flatten / split: a*K + b
+        return ("add", ("mul", a, ("const", rng.choice([2, 3, 4, 8, 16, 32]))), index_expr(rng, depth - 1))
+    if r < 0.45:
+        return ("idiv", a, ("const", rng.choice([2, 3, 4, 8, 16])))
+    if r < 0.60:
+        return ("mod", a, ("const", rng.choice([2, 3, 4, 8, 16])))
+    if r < 0.75:
+        return ("add", a, ("const", rng.randint(-3, 8)))
+    if r < 0.85:
+        return ("add", a, index_expr(rng, depth - 1))
+    if r < 0.92:
+        return ("lt", a, ("const", rng.randint(0, 64)))
+    return ("max", a, ("const", rng.randint(0, 4)))
+
+
+def big_graph(rng: random.Random, n: int) -> list[Spec]:
+    """A DAG of about n ALU nodes: each node uses the previous one and a recent one or a constant."""
+    nodes: list[Any] = [("var", i) for i in range(len(VARS))]
+    ops = ["add", "mul", "sub", "max", "add", "mul"]
+    for _ in range(n):
+        a = nodes[-1]
+        r = rng.random()
+        if r < 0.45:
+            b: Any = ("const", rng.choice([0, 1, 2, 3, 5, 7, 1, 0]))
+        else:
+            b = nodes[-rng.randint(1, min(64, len(nodes)))]
+        nodes.append((rng.choice(ops), a, b) if rng.random() < 0.5 else (rng.choice(ops), b, a))
+    return nodes
+
+
+class Builder:
+    """Turns specs into UOps of one IR, sharing built nodes (the specs are DAGs)."""
+
+    def __init__(self, make_var: Callable, make_const: Callable, make_op: Callable) -> None:
+        self.make_var, self.make_const, self.make_op = make_var, make_const, make_op
+        self.memo: dict[int, Any] = {}
+
+    def build(self, spec: Spec) -> Any:
+        # iterative: the big graph is deep
+        stack: list[tuple[Spec, bool]] = [(spec, False)]
+        memo = self.memo
+        while stack:
+            s, ready = stack.pop()
+            if id(s) in memo:
+                continue
+            if s[0] == "var":
+                memo[id(s)] = self.make_var(*VARS[s[1]])
+            elif s[0] == "const":
+                memo[id(s)] = self.make_const(s[1])
+            elif ready:
+                memo[id(s)] = self.make_op(s[0], memo[id(s[1])], memo[id(s[2])])
+            else:
+                stack.append((s, True))
+                stack.append((s[2], False))
+                stack.append((s[1], False))
+        return memo[id(spec)]
+
+
+# ----------------------------------------------------------------------------------------
+# the IRs
+# ----------------------------------------------------------------------------------------
+def uops_ir() -> dict[str, Any]:
+    from uops import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
+    from uops.symbolic import simplify
+
+    i32, b = dtypes.int32, dtypes.bool
+    names = {"add": Ops.ADD, "mul": Ops.MUL, "sub": Ops.SUB, "max": Ops.MAX, "idiv": Ops.IDIV, "mod": Ops.MOD}
+
+    def make_op(name: str, a: UOp, c: UOp) -> UOp:
+        return UOp(Ops.CMPLT, b, (a, c)) if name == "lt" else UOp(names[name], i32, (a, c))
+
+    return {
+        "name": "uops",
+        "builder": lambda: Builder(lambda n, lo, hi: UOp.variable(n, lo, hi), lambda v: UOp.const(i32, v), make_op),
+        "simplify": simplify,
+        "rewrite": lambda g, pm: graph_rewrite(g, pm, bottom_up=True),
+        "pm": lambda: rules(Ops, UPat, PatternMatcher, i32),
+        "count": lambda u: len(u.toposort()),
+    }
+
+
+def tinygrad_ir() -> dict[str, Any] | None:
+    try:
+        from tinygrad.dtype import dtypes
+        from tinygrad.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+        from tinygrad.uop.symbolic import symbolic
+    except ImportError:
+        return None
+    i32, b = dtypes.int32, dtypes.bool
+    names = {"add": Ops.ADD, "mul": Ops.MUL, "sub": Ops.SUB, "max": Ops.MAX, "idiv": Ops.FLOORDIV, "mod": Ops.FLOORMOD}
+
+    def make_op(name: str, a: UOp, c: UOp) -> UOp:
+        return UOp(Ops.CMPLT, b, (a, c)) if name == "lt" else UOp(names[name], i32, (a, c))
+
+    return {
+        "name": "tinygrad",
+        "builder": lambda: Builder(lambda n, lo, hi: UOp.variable(n, lo, hi, i32), lambda v: UOp.const(v, i32), make_op),
+        "simplify": lambda u: graph_rewrite(u, symbolic),  # what UOp.simplify does, minus its Context
+        "rewrite": lambda g, pm: graph_rewrite(g, pm),  # tinygrad's pm runs after the sources: bottom-up
+        "pm": lambda: rules(Ops, UPat, PatternMatcher, i32, floordiv=Ops.FLOORDIV),
+        "count": lambda u: len(u.toposort()),
+    }
+
+
+def rules(Ops: Any, UPat: Any, PatternMatcher: Any, dt: Any, floordiv: Any = None) -> Any:
+    """50 rules written with only what both engines share: ops, names, captures, const_like."""
+    idiv = floordiv if floordiv is not None else Ops.IDIV
+    V, C = UPat.var, UPat.cvar
+    r: list[tuple[Any, Callable]] = [
+        # rules that fire on this graph
+        (UPat(Ops.ADD, src=[V("x"), UPat(Ops.CONST, arg=0)]), lambda x: x),
+        (UPat(Ops.MUL, src=[V("x"), UPat(Ops.CONST, arg=1)]), lambda x: x),
+        (UPat(Ops.MUL, src=[V("x"), UPat(Ops.CONST, arg=0, name="z")]), lambda x, z: z),
+        (UPat(Ops.SUB, src=(V("x"), UPat(Ops.CONST, arg=0))), lambda x: x),
+        (UPat(Ops.SUB, src=(V("x"), V("x")), name="s"), lambda s, x: s.const_like(0)),
+        (UPat(Ops.MAX, src=(V("x"), V("x"))), lambda x: x),
+        (UPat(Ops.MAX, src=[V("x"), UPat(Ops.CONST, arg=0)]), lambda x: x if x.op.name == "MAX" else None),
+    ]
+    # rules that match often and decline (the function runs and returns None)
+    for k in range(15):
+        op = [Ops.ADD, Ops.MUL, Ops.SUB, Ops.MAX][k % 4]
+        src: Any = [V("x"), C("c")] if op is not Ops.SUB else (V("x"), C("c"))
+        r.append((UPat(op, src=src, name="n"), lambda n, x, c, k=k: None if c.arg != 1000 + k else x))
+    # nested patterns that are tried and fail deeper in the graph
+    for k in range(14):
+        inner = UPat([Ops.ADD, Ops.MUL][k % 2], src=[V("y"), C("c1")])
+        outer = [Ops.ADD, Ops.MUL, Ops.MAX, Ops.SUB][k % 4]
+        src = [inner, C("c2")] if outer is not Ops.SUB else (inner, C("c2"))
+        r.append((UPat(outer, src=src), lambda y, c1, c2, k=k: y if c1.arg == 2000 + k else None))
+    # rules for ops this graph does not contain
+    for k in range(14):
+        op = [Ops.WHERE, Ops.CMPLT, Ops.NEG, idiv, Ops.CMPNE, Ops.RECIPROCAL, Ops.EXP2][k % 7]
+        r.append((UPat(op, name="w"), lambda w, k=k: None))
+    assert len(r) == 50, len(r)
+    return PatternMatcher(r)
+
+
+# ----------------------------------------------------------------------------------------
+# timing
+# ----------------------------------------------------------------------------------------
+def time_simplify(ir: dict[str, Any], specs: list[Spec], repeats: int) -> tuple[float, int]:
+    best, nodes = float("inf"), 0
+    for _ in range(repeats):
+        exprs = [ir["builder"]().build(s) for s in specs]
+        nodes = sum(ir["count"](e) for e in exprs)
+        gc.collect()
+        t0 = time.perf_counter()
+        out = [ir["simplify"](e) for e in exprs]
+        best = min(best, time.perf_counter() - t0)
+        del out, exprs
+    return best, nodes
+
+
+def time_rewrite(ir: dict[str, Any], graph: list[Spec], repeats: int) -> tuple[float, int, int]:
+    best, nodes, out_nodes = float("inf"), 0, 0
+    pm = ir["pm"]()
+    for _ in range(repeats):
+        g = ir["builder"]().build(graph[-1])
+        nodes = ir["count"](g)
+        gc.collect()
+        t0 = time.perf_counter()
+        out = ir["rewrite"](g, pm)
+        best = min(best, time.perf_counter() - t0)
+        out_nodes = ir["count"](out)
+        del out, g
+    return best, nodes, out_nodes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a tenth of the work, one repeat (smoke test)")
+    ap.add_argument("--no-tinygrad", action="store_true")
+    args = ap.parse_args()
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
+    n_expr, n_graph, repeats = (1_000, 10_000, 1) if args.quick else (10_000, 100_000, 3)
+    rng = random.Random(1234)
+    specs = [index_expr(rng, 5) for _ in range(n_expr)]
+    graph = big_graph(random.Random(5678), n_graph)
+
+    irs = [uops_ir()]
+    tg = None if args.no_tinygrad else tinygrad_ir()
+    if tg is not None:
+        irs.append(tg)
+    else:
+        print("tinygrad not importable: uops numbers only")
+    results: dict[str, dict[str, float]] = {}
+    for ir in irs:
+        ts, ns = time_simplify(ir, specs, repeats)
+        tr, nr, nout = time_rewrite(ir, graph, repeats)
+        results[ir["name"]] = {"simplify": ns / ts, "rewrite": nr / tr}
+        print(
+            f"{ir['name']:>9}: (a) simplify {n_expr} index exprs, {ns} nodes in {ts * 1e3:7.1f} ms = {ns / ts:>10,.0f} nodes/s"
+            f" | (b) 50-rule rewrite of {nr} nodes (-> {nout}) in {tr * 1e3:7.1f} ms = {nr / tr:>10,.0f} nodes/s"
+        )
+    if "tinygrad" in results:
+        u, t = results["uops"], results["tinygrad"]
+        print(f"ratio uops/tinygrad: (a) simplify {u['simplify'] / t['simplify']:.1f}x  (b) rewrite {u['rewrite'] / t['rewrite']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
