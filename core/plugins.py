@@ -311,7 +311,7 @@ class _Record:
     entry_point: _EntryPoint | None = None  # None for built-ins and registered backends
     builtin: bool = False
     registered: Backend | None = None  # from register_backend()
-    conflicts: list[Any] = field(default_factory=list)  # more entry points for the same device
+    conflicts: list[_Record] = field(default_factory=list)  # more enabled providers of the same device
     # filled on load
     state: str = "discovered"  # discovered | ok | unavailable | incompatible | broken | disabled
     reason: str | None = None
@@ -469,37 +469,36 @@ class _Registry:
         with self._lock:
             if self._records is not None:
                 return self._records
+            disabled = {d.strip() for d in os.environ.get("UOPS_DISABLE_PLUGINS", "").split(",") if d.strip()}
+            candidates = [
+                _Record(device=ep.name.strip().upper(), module=ep.value.split(":")[0].strip(), entry_point=ep)
+                for ep in _entry_points(ENTRY_POINT_GROUP)
+            ]
+            candidates += [_Record(device=n, module=m, builtin=True) for n, m in _BUILTINS.items()]
             records: dict[str, _Record] = {}
-            for ep in _entry_points(ENTRY_POINT_GROUP):
-                name = ep.name.strip().upper()
-                if name in records:
-                    records[name].conflicts.append(ep)
-                else:
-                    records[name] = _Record(device=name, module=ep.value.split(":")[0].strip(), entry_point=ep)
-            for name, module in _BUILTINS.items():
-                if name in records:
-                    records[name].conflicts.append(None)  # a plugin claims a built-in device name
-                else:
-                    records[name] = _Record(device=name, module=module, builtin=True)
+            for rec in candidates:
+                if disabled:
+                    self._apply_disabled(rec, disabled)
+                first = records.get(rec.device)
+                if first is None or (first.state == "disabled" and rec.state != "disabled"):
+                    if first is not None:
+                        rec.conflicts = first.conflicts
+                    records[rec.device] = rec
+                elif rec.state != "disabled":
+                    first.conflicts.append(rec)  # more than one enabled provider: reported when loaded
             for name, backend in self._registered.items():
                 records[name] = _Record(device=name, module="<register_backend>", registered=backend)
-            disabled = {d.strip() for d in os.environ.get("UOPS_DISABLE_PLUGINS", "").split(",") if d.strip()}
-            if disabled:
-                self._apply_disabled(records, disabled)
             self._records = records
             return records
 
-    def _apply_disabled(self, records: dict[str, _Record], disabled: set[str]) -> None:
-        by_name = {d.upper() for d in disabled}
-        by_dist = {_normalize_dist(d) for d in disabled}
-        for rec in records.values():
-            if rec.registered is not None:
-                continue
-            self._read_metadata(rec)
-            if rec.device in by_name or (rec.distribution and _normalize_dist(rec.distribution) in by_dist):
+    def _apply_disabled(self, rec: _Record, disabled: set[str]) -> None:
+        self._read_metadata(rec)
+        dist = _normalize_dist(rec.distribution) if rec.distribution else None
+        for d in disabled:
+            if d.upper() == rec.device or (dist is not None and _normalize_dist(d) == dist and not rec.builtin):
                 rec.state = "disabled"
                 rec.reason = "disabled by UOPS_DISABLE_PLUGINS"
-                rec.fix = f"remove {rec.device} from UOPS_DISABLE_PLUGINS to use it"
+                rec.fix = f"remove {d} from UOPS_DISABLE_PLUGINS to use it"
 
     def _read_metadata(self, rec: _Record) -> None:
         if rec.meta_read:
@@ -563,10 +562,14 @@ class _Registry:
                     f"reinstall it {disable_hint}", e,
                 )  # fmt: skip
             if rec.conflicts:
-                others = [f"module {ep.value}" if ep is not None else "the built-in backend" for ep in rec.conflicts]
+                for other in rec.conflicts:
+                    self._read_metadata(other)
+                dists = [r.distribution or r.module for r in rec.conflicts if not r.builtin]
+                names = ", ".join(f"{r.distribution} {r.version} (module {r.module})" for r in [rec, *rec.conflicts])
                 return self._quarantine(
-                    rec, "broken", f"more than one installed plugin provides {rec.device}: module {rec.module} and "
-                    + ", ".join(others), f"uninstall all but one {disable_hint}",
+                    rec, "broken", f"more than one installed plugin provides {rec.device}: {names}",
+                    f"uninstall all but one (pip uninstall {' '.join(dists)}) or disable the others by distribution "
+                    f"name (UOPS_DISABLE_PLUGINS={','.join(dists)})",
                 )  # fmt: skip
             if not self._check_api(rec):
                 return

@@ -522,3 +522,86 @@ def test_uops_range_from_requires() -> None:
     assert _uops_range(["UOPS[x] >=0.1 ; python_version >= '3.11'"]) == ">=0.1"
     assert _uops_range(["uops-extras>=1"]) is None
     assert _uops_range(None) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# in-process discovery from hand-made .dist-info directories on sys.path (cheap edge cases)
+# ---------------------------------------------------------------------------------------------
+
+
+def _fake_dist(site, dist: str, eps: dict[str, str], requires: str = "uops>=0.1,<0.2", module_src: str | None = None):
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\nRequires-Dist: {requires}\n\n")
+    (info / "entry_points.txt").write_text("[uops.backends]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
+    if module_src is not None:
+        mod = next(iter(eps.values()))
+        (site / f"{mod}.py").write_text(module_src)
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    for var in ("UOPS_STRICT_PLUGINS", "UOPS_DISABLE_PLUGINS", "UOPS_DEVICE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_two_plugins_for_one_device_is_a_conflict(site) -> None:
+    _fake_dist(site, "uops-dup-a", {"DUPDEV": "uops_dup_a"})
+    _fake_dist(site, "uops-dup-b", {"DUPDEV": "uops_dup_b"})
+    reg = _Registry()
+    assert "DUPDEV" in reg.names()
+    dup = r"provides DUPDEV: uops-dup-. 1.0 \(module uops_dup_.\), uops-dup-. 1.0.*UOPS_DISABLE_PLUGINS=uops-dup-."
+    with pytest.raises(PluginError, match=dup):
+        reg["DUPDEV"]
+
+
+def test_hook_for_the_wrong_device_is_broken(site) -> None:
+    src = (
+        "from uops.plugins import Backend, hookimpl\n"
+        "@hookimpl\n"
+        "def uops_backends():\n"
+        "    return [Backend('OTHER', str, str, object, lambda: None, lambda: None)]\n"
+    )
+    _fake_dist(site, "uops-wrongdev", {"WRONGDEV": "uops_wrongdev_mod"}, module_src=src)
+    reg = _Registry()
+    with pytest.raises(PluginError, match=r"uops-wrongdev 1.0.*names device WRONGDEV but .*\['OTHER'\]"):
+        reg["wrongdev"]
+
+
+def test_module_without_hook_is_broken(site) -> None:
+    _fake_dist(site, "uops-nohook", {"NOHOOK": "uops_nohook_mod"}, module_src="def uops_backends():\n    return []\n")
+    reg = _Registry()
+    with pytest.raises(PluginError, match="uops_nohook_mod implements no uops_backends\\(\\) hook.*hookimpl"):
+        reg["NOHOOK"]
+
+
+def test_unparsable_api_range_is_broken(site) -> None:
+    _fake_dist(site, "uops-badspec", {"BADSPEC": "uops_badspec_mod"}, requires="uops =>0.1")
+    reg = _Registry()
+    row = next(r for r in reg.status() if r.device == "BADSPEC")
+    assert row.status == "broken" and "cannot be parsed" in (row.reason or "") and row.api_range == "=>0.1"
+
+
+def test_strict_mode_raises_at_load(site, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_dist(site, "uops-newer", {"NEWER": "uops_newer_mod"}, requires="uops>=5")
+    monkeypatch.setenv("UOPS_STRICT_PLUGINS", "1")
+    reg = _Registry()
+    assert "NEWER" in reg.names()  # listing stays metadata-only and never fails
+    with pytest.raises(PluginError, match=r"uops-newer 1.0.*incompatible.*uops>=5.*UOPS_STRICT_PLUGINS"):
+        reg["NEWER"]
+
+
+def test_disabling_one_of_two_providers_resolves_the_conflict(site, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = (
+        "from uops.plugins import Backend, hookimpl\n"
+        "@hookimpl\n"
+        "def uops_backends():\n"
+        "    return [Backend('TWICE', str, str, object, lambda: None, lambda: None, targets=('b',))]\n"
+    )
+    _fake_dist(site, "uops-twice-a", {"TWICE": "uops_twice_a"})
+    _fake_dist(site, "uops-twice-b", {"TWICE": "uops_twice_b"}, module_src=src)
+    monkeypatch.setenv("UOPS_DISABLE_PLUGINS", "uops-twice-a")
+    reg = _Registry()
+    assert reg["TWICE"].targets == ("b",)
