@@ -3,12 +3,12 @@
 from typing import TYPE_CHECKING
 
 from uops.dtypes import DType, PtrDType, dtypes
-from uops.frontend.tensor import Tensor  # the front end; imports no plugin
 from uops.ops import AxisType, GroupOp, Ops
 from uops.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.uop import UOp
 
 if TYPE_CHECKING:
+    from uops.frontend.tensor import Tensor
     from uops.plugins import Device
 
 __version__ = "0.1.0"
@@ -20,6 +20,10 @@ def __getattr__(name: str) -> object:
         from uops.plugins import Device
 
         return Device
+    if name == "Tensor":  # the front end, imported on first use to keep `import uops` light
+        from uops.frontend.tensor import Tensor
+
+        return Tensor
     raise AttributeError(f"module 'uops' has no attribute {name!r}")
 
 
