@@ -773,12 +773,18 @@ class _Registry:
             self._default = None
 
     def unregister(self, device: str) -> None:
-        """Remove a backend added with `register_backend` (discovered plugins come back on refresh)."""
+        """Undo `register_backend`: a plugin it replaced comes back; other devices keep their state."""
         name = _canonical(device)
         with self._lock:
             if self._registered.pop(name, None) is None:
                 raise PluginError(f"device {name} was not added with register_backend(); nothing to unregister")
-            self.refresh()
+            self._handles.pop(name, None)
+            self._default = None
+            saved, self._records = self._records, None
+            fresh = self._discover()
+            for n, rec in (saved or {}).items():
+                if n != name:
+                    fresh[n] = rec
 
 
 def _canonical(device: str) -> str:

@@ -364,7 +364,8 @@ def registered():
 
     yield add
     for n in dict.fromkeys(names):
-        unregister_backend(n)
+        if n in Device._registered:  # a test may have unregistered it itself
+            unregister_backend(n)
 
 
 def test_register_backend_in_process(registered) -> None:
@@ -605,3 +606,12 @@ def test_disabling_one_of_two_providers_resolves_the_conflict(site, monkeypatch:
     monkeypatch.setenv("UOPS_DISABLE_PLUGINS", "uops-twice-a")
     reg = _Registry()
     assert reg["TWICE"].targets == ("b",)
+
+
+def test_register_and_unregister_leave_other_devices_alone(registered) -> None:
+    before = Device["PYTHON"] if "PYTHON" in Device.names() else None
+    registered(_backend("SCRATCH"))
+    unregister_backend("SCRATCH")
+    assert "SCRATCH" not in Device.names()
+    if before is not None:
+        assert Device["PYTHON"] is before  # handles (and their runtimes) survive
