@@ -10,6 +10,7 @@ engines read at full speed) in chunks, and ``wait=True`` launches are timed with
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from typing import Any
 
@@ -68,9 +69,14 @@ def _init(ordinal: int = 0) -> tuple[Any, Any]:
         return _init_state
 
 
+_bound = threading.local()
+
+
 def _current() -> None:
-    """Make the primary context current on the calling thread (contexts are per thread)."""
-    _init()
+    """Make the primary context current on the calling thread (contexts are per thread), once per thread."""
+    if not getattr(_bound, "ok", False):
+        _init()
+        _bound.ok = True
 
 
 def probe_runtime() -> str | None:
@@ -212,9 +218,10 @@ class CUDAProgram(Program):
         return float(ms) / 1e3
 
     def __del__(self) -> None:
+        # at interpreter exit the driver may already be torn down: the process releases the module then
         mod = getattr(self, "_module", None)
-        if mod is not None and _init_state is not None:
-            _driver().cuModuleUnload(mod)  # best effort at teardown: the result is not actionable here
+        if mod is not None and _init_state is not None and not sys.is_finalizing():
+            _driver().cuModuleUnload(mod)
 
 
 class CUDARuntime(Runtime):
