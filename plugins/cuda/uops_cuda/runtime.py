@@ -88,6 +88,8 @@ def probe_runtime() -> str | None:
     try:
         _init()
     except Exception as e:  # no libcuda (DynamicLibNotFoundError), cuInit errors, no device: all mean "not here"
+        if type(e).__name__ == "DynamicLibNotFoundError":
+            return "no NVIDIA driver/GPU: libcuda.so (the NVIDIA driver library) was not found"
         return f"no NVIDIA driver/GPU: {type(e).__name__}: {e}"
     return None
 
