@@ -505,3 +505,23 @@ def test_gpu_ptx_loads_and_block_reduction():
     out = np.empty(64, np.float32)
     rt.allocator.copyout(memoryview(out.view(np.uint8)), ho)
     np.testing.assert_allclose(out, x.reshape(64, 256).sum(1), rtol=1e-5)
+
+
+@needs_both
+def test_renderer_vector_types_run_on_the_shim():
+    """VECTORIZE -> make_float4, GEP -> .x/.y/.z/.w: rendered, NVRTC-compiled, run (lanes reversed)."""
+    g = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, 8),), "gidx0")
+    lanes = [glob(1).index(g * 4 + i).load() for i in range(4)]
+    vec = UOp(Ops.VECTORIZE, dtypes.float32.vec(4), tuple(lanes))
+    stores = [glob(0).index(g * 4 + i).store(UOp(Ops.GEP, dtypes.float32, (vec,), (3 - i,))) for i in range(4)]
+    ren = Device["CUDA_EMU"].renderer
+    src = ren.render("rev4", linearize(UOp.sink(*stores)))
+    assert "float4" in src and "make_float4(" in src and ".w" in src
+    if NVRTC_REASON is None:
+        assert "rev4" in elf_symbols(NVRTCCompiler().compile(src))
+    from uops.emulate import EmulatedRuntime
+
+    x = np.random.rand(32).astype(np.float32)
+    out = np.zeros_like(x)
+    EmulatedRuntime("CUDA_EMU").load("rev4", Device["CUDA_EMU"].compiler.compile(src))(out, x, global_size=(8,))
+    np.testing.assert_array_equal(out, x.reshape(8, 4)[:, ::-1].reshape(-1))
