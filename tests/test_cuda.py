@@ -175,6 +175,17 @@ def test_compile_error_carries_nvrtc_log_and_numbered_source():
     assert "NVRTC" in text and " | " in text and "undefined_name" in text.split("--- source")[1]
 
 
+@needs_nvrtc
+def test_nvrtc_library_search_finds_the_wheel():
+    from uops_cuda.compiler import _preload_nvrtc, find_nvrtc_libraries
+
+    libs = find_nvrtc_libraries()
+    if not libs:
+        pytest.skip("NVRTC comes from the system loader path here, not from a wheel or CUDA_HOME")
+    assert all(p.is_file() and p.name.startswith("libnvrtc.so") for p in libs)
+    assert set(_preload_nvrtc()) <= {str(p) for p in libs}
+
+
 def test_bad_architectures_are_specific_errors():
     with pytest.raises(ValueError, match="unknown CUDA architecture"):
         NVRTCCompiler("hopper")

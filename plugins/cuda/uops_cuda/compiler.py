@@ -13,10 +13,12 @@ what the renderer emits. The choice is part of the compiler identity, so the cac
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +56,52 @@ def _check(result: Any, what: str) -> None:
         raise RuntimeError(f"NVRTC {what} failed: {name.decode(errors='replace')} ({int(result)})")
 
 
+def find_nvrtc_libraries() -> list[Path]:
+    """libnvrtc.so files in NVIDIA wheels on sys.path (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib) and CUDA_HOME."""
+    found: list[Path] = []
+    roots = [Path(p) / "nvidia" for p in sys.path if p]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            roots.append(Path(os.environ[var]))
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for pattern in ("*/lib/libnvrtc.so*", "lib64/libnvrtc.so*", "lib/libnvrtc.so*"):
+            found += [p for p in sorted(root.glob(pattern)) if "builtins" not in p.name and p.is_file()]
+    return found
+
+
+def _preload_nvrtc() -> list[str]:
+    """dlopen every libnvrtc found (RTLD_GLOBAL), so cuda-bindings' own dlopen by soname finds one loaded.
+
+    Older cuda-bindings search only the system loader path; the nvidia-cuda-nvrtc wheel (or
+    the one torch brings) puts the library in site-packages, where that search never looks.
+    """
+    loaded = []
+    for path in find_nvrtc_libraries():
+        try:
+            ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue  # another version or architecture: the next candidate may fit
+        loaded.append(str(path))
+    return loaded
+
+
 @functools.lru_cache(maxsize=1)
 def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor); CompilerUnavailableError when the library can't be loaded."""
     nvrtc = _nvrtc()
     try:
         err, major, minor = nvrtc.nvrtcVersion()
-    except Exception as e:  # cuda-bindings raises RuntimeError/OSError subclasses when libnvrtc is missing
-        raise CompilerUnavailableError(f"cannot load libnvrtc: {type(e).__name__}: {e}; {_INSTALL_HINT}") from e
+    except Exception as first:  # cuda-bindings raises RuntimeError/OSError subclasses when libnvrtc is missing
+        loaded = _preload_nvrtc()
+        try:
+            err, major, minor = nvrtc.nvrtcVersion()
+        except Exception as e:
+            where = f" (also tried {', '.join(loaded)})" if loaded else ""
+            raise CompilerUnavailableError(
+                f"cannot load libnvrtc: {type(first).__name__}: {first}{where}; {_INSTALL_HINT}"
+            ) from e
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise CompilerUnavailableError(f"nvrtcVersion failed ({err}); {_INSTALL_HINT}")
     return int(major), int(minor)
