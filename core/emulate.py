@@ -195,11 +195,14 @@ class EmulatedCompiler(Compiler):
         self.stub_headers = stub_headers
         self.barrier_tokens = barrier_tokens
         self.flags = ("-std=c++17", opt, "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
+        self._identity: str | None = None
 
     def identity(self) -> str:
-        cxx = cxx_path()
-        digest = hashlib.sha256(shim_header().read_bytes()).hexdigest()[:16]
-        return f"emulate:{self.device}:{_cxx_version(cxx)}:shim-{digest}:stubs={','.join(self.stub_headers)}"
+        if self._identity is None:  # computed once: it is part of every cache key
+            digest = hashlib.sha256(shim_header().read_bytes()).hexdigest()[:16]
+            stubs = ",".join(self.stub_headers)
+            self._identity = f"emulate:{self.device}:{_cxx_version(cxx_path())}:shim-{digest}:stubs={stubs}"
+        return self._identity
 
     def _stub_dir(self, root: Path) -> Path:
         d = root / "stubs"

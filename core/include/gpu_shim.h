@@ -31,6 +31,8 @@
  *   - half/bfloat16 arithmetic is done in float and rounded once per operation; double->half
  *     goes through float (double rounding)
  *   - fiber stacks are UOPS_SHIM_STACK bytes (default 256 KiB): huge local arrays overflow
+ *   - no memory checking: an out-of-bounds access corrupts host memory or crashes the process
+ *   - __launch_bounds__ is not enforced: a block larger than the bounds runs here, fails on a GPU
  */
 #ifndef UOPS_GPU_SHIM_H
 #define UOPS_GPU_SHIM_H

@@ -173,6 +173,7 @@ class NVRTCCompiler(Compiler):
         self.sm = num
         include = cuda_include_dir()
         self.include_dir = include if include is not None else FALLBACK_INCLUDE
+        self._identity: str | None = None
         self.flags = (
             f"--gpu-architecture={self.arch}",
             "--std=c++17",
@@ -181,10 +182,12 @@ class NVRTCCompiler(Compiler):
         )
 
     def identity(self) -> str:
-        major, minor = nvrtc_version()
-        hdr = self.include_dir / "cuda_fp16.h"
-        digest = hashlib.sha256(hdr.read_bytes()).hexdigest()[:12] if hdr.is_file() else "none"
-        return f"nvrtc-{major}.{minor}:{self.arch}:{'ptx' if self.ptx else 'cubin'}:fp16-{digest}"
+        if self._identity is None:  # computed once: it is part of every cache key
+            major, minor = nvrtc_version()
+            hdr = self.include_dir / "cuda_fp16.h"
+            digest = hashlib.sha256(hdr.read_bytes()).hexdigest()[:12] if hdr.is_file() else "none"
+            self._identity = f"nvrtc-{major}.{minor}:{self.arch}:{'ptx' if self.ptx else 'cubin'}:fp16-{digest}"
+        return self._identity
 
     def __repr__(self) -> str:
         return f"NVRTCCompiler(arch={self.arch!r}, ptx={self.ptx})"
