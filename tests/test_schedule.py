@@ -231,3 +231,27 @@ def test_view_canonical_forms():
     assert View.create((3,), mask=((0, 3),)).mask is None
     assert ShapeTracker.from_shape((3, 1)).expand((3, 5)).expands
     assert not ShapeTracker.from_shape((3, 4)).permute((1, 0)).expands
+
+
+def test_expanded_reduce_output_is_computed_once():
+    x = t(4, 8)
+    out = x.sum(axis=1, keepdim=True).expand(4, 8)
+    ks = kernels(out)
+    assert len(ks) == 1  # the sum is a buffer; the expand is a view of it, not a recompute per column
+    assert all(u.op is not Ops.RANGE or u.src[0].arg != 8 or u.arg[1] is AxisType.REDUCE for u in ks[0].ast.toposort())
+    np.testing.assert_allclose(out.numpy(), np.full((4, 8), 8.0))
+
+
+def test_shapetracker_composition():
+    base = np.arange(24, dtype=np.int64)
+    st1 = ShapeTracker.from_shape((24,)).reshape((4, 6)).permute((1, 0))  # a value of shape (6, 4)
+    st2 = ShapeTracker.from_shape((6, 4)).pad(((1, 0), (0, 0))).reshape((28,)).shrink(((2, 26),)).reshape((4, 6))
+    ref = np.pad(base.reshape(4, 6).T, ((1, 0), (0, 0))).reshape(28)[2:26].reshape(4, 6)
+    np.testing.assert_array_equal(_materialize(st1 + st2, base), ref)
+
+
+def test_view_of_a_realized_value_is_not_recomputed():
+    x = (t(3, 4) * 2).realize()
+    y = x.T[1:]
+    assert kernels(y) == []
+    np.testing.assert_allclose(y.numpy(), np.full((3, 3), 2.0))

@@ -11,6 +11,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from uops.dtypes import DType, dtypes
 from uops.ops import Ops
 from uops.uop import UOp

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from uops.dtypes import DType
 from uops.ops import AxisType, Ops
+from uops.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.uop import UOp
 
 from .view import ShapeTracker, _and, _c, _lin, strides_for
@@ -109,7 +110,18 @@ def _substitute_realized(roots: list[UOp]) -> list[UOp]:
             mapping[n] = r
     if not mapping:
         return roots
-    return list(UOp.sink(*roots).substitute(mapping).src)
+    return list(graph_rewrite(UOp.sink(*roots).substitute(mapping), merge_views).src)
+
+
+#: VIEW(VIEW(x)) -> one VIEW (appears when a realized value replaces a lazy node under a view)
+merge_views = PatternMatcher(
+    [
+        (
+            UPat(Ops.VIEW, src=(UPat(Ops.VIEW, name="inner"),), name="outer"),
+            lambda outer, inner: UOp(Ops.VIEW, outer.dtype, inner.src, inner.arg + outer.arg),
+        )
+    ]
+)
 
 
 def _find_realize_set(roots: list[UOp]) -> list[UOp]:
@@ -131,7 +143,7 @@ def _find_realize_set(roots: list[UOp]) -> list[UOp]:
         for k in list(R):
             if k.op is Ops.COPY:
                 continue
-            stack: list[tuple[UOp, bool, bool]] = [(s, k.op is Ops.REDUCE_AXIS, False) for s in k.src]
+            stack: list[tuple[UOp, bool, bool]] = [(k, False, False)]
             seen: set[tuple[UOp, bool, bool]] = set()
             while stack:
                 item = stack.pop()
@@ -139,9 +151,12 @@ def _find_realize_set(roots: list[UOp]) -> list[UOp]:
                     continue
                 seen.add(item)
                 n, in_reduce, expanded = item
-                if n in R or n.op in (Ops.BUFFER, Ops.CONST):
+                if (n in R and n is not k) or n.op in (Ops.BUFFER, Ops.CONST):
                     continue
                 if n.op is Ops.REDUCE_AXIS:
+                    if n is k:
+                        stack.append((n.src[0], True, False))
+                        continue
                     if in_reduce or expanded:
                         R.add(n)
                         added = True
@@ -272,7 +287,9 @@ class Schedule:
 def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
     """Kernels and copies that realize ``roots`` (nothing runs here)."""
     roots = _substitute_realized(roots)
-    order = _find_realize_set(roots)
+    # a root that is a view of a computed value needs only that value as a buffer: the view stays a view
+    targets = [r.src[0] if r.op is Ops.VIEW and r.src[0].op not in (Ops.BUFFER, Ops.CONST) else r for r in roots]
+    order = _find_realize_set(targets)
     bufmap: dict[UOp, UOp] = {}
     items: list[ScheduleItem] = []
     for n in order:
@@ -295,6 +312,13 @@ def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
             continue
         ast, bufs = _KernelBuilder(bufmap, n).build(out)
         items.append(ScheduleItem("kernel", device, bufs, ast, (n,)))
-    views = [r if (_is_buffer_view(r) or r.op is Ops.BUFFER) else buffer_view(bufmap[r], shape_of(r)) for r in roots]
+    views = []
+    for r, tg in zip(roots, targets):
+        if _is_buffer_view(r) or r.op is Ops.BUFFER:
+            views.append(r)
+        elif tg is not r:
+            views.append(UOp(Ops.VIEW, r.dtype, (bufmap[tg],), r.arg))  # same linear layout as the value
+        else:
+            views.append(buffer_view(bufmap[r], shape_of(r)))
     done = {n: buffer_view(bufmap[n], shape_of(n)) for n in order}
     return Schedule(items, views, done)

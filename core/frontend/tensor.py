@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+
 from uops.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, from_numpy, least_upper_dtype, to_numpy
 from uops.ops import Ops
 from uops.uop import UOp

@@ -343,6 +343,18 @@ class ShapeTracker:
     def stride(self, steps: tuple[int, ...]) -> ShapeTracker:
         return self._with(self.views[-1].stride(steps))
 
+    def __add__(self, other: ShapeTracker) -> ShapeTracker:
+        """``other`` applied on top of ``self``: other's base is a value of ``self.shape``."""
+        out = self
+        for v in other.views:
+            if v.contiguous:
+                out = out.reshape(v.shape)  # linear identity: a reshape of what is below
+            elif out.contiguous:
+                out = ShapeTracker((v,))
+            else:
+                out = ShapeTracker(out.views + (v,))
+        return out
+
     def expr(self, idxs: tuple[UOp, ...]) -> tuple[UOp, UOp | None]:
         """Linear index into the base and its validity for the element at ``idxs``."""
         v = self.views[-1]
