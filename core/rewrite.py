@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -291,14 +292,15 @@ def _interpret(pat: UPat, fn: Callable[..., Any], wants_ctx: bool, u: UOp, ctx: 
 
 
 def _call_args(fn: Callable[..., Any], names: dict[str, str], wants_ctx: bool) -> str:
-    """Positional arguments when the function's parameters are exactly the captures (fast), else keywords."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        params = None  # type: ignore[assignment]
+    """Positional arguments when ``fn`` is a plain function whose parameters are exactly the captures
+    (fast), else keywords (what ``fn(**captures)`` would do, errors included)."""
     wanted = set(names) | ({"ctx"} if wants_ctx else set())
-    if params is not None and set(params) == wanted and all(q.kind is q.POSITIONAL_OR_KEYWORD for q in params.values()):
-        return ", ".join("ctx" if k == "ctx" else names[k] for k in params)
+    code = getattr(fn, "__code__", None)
+    if isinstance(fn, types.FunctionType) and code is not None:
+        params = code.co_varnames[: code.co_argcount]
+        plain = code.co_kwonlyargcount == 0 and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        if plain and set(params) == wanted and len(params) == len(wanted):
+            return ", ".join("ctx" if k == "ctx" else names[k] for k in params)
     kw = [f"{k!r}: {v}" for k, v in names.items()] + (["'ctx': ctx"] if wants_ctx else [])
     return "**{" + ", ".join(kw) + "}"
 
@@ -389,6 +391,7 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     """
     replace: dict[UOp, UOp] = {}
     table = pm.table
+    rget = replace.get
     # entries: a UOp (visit it), (n,) (its sources are done), (n, r) (n's result is r's result)
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
@@ -399,22 +402,21 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                 continue
             if not bottom_up:
                 f = table[e.op]
-                if f is not None:
-                    r = f(e, ctx)
-                    if r is not None:
+                if f is not None and (r := f(e, ctx)) is not None:
+                    if (rr := rget(r)) is not None:
+                        replace[e] = rr
+                    else:
                         push((e, r))
                         push(r)
-                        continue
+                    continue
             src = e.src
             if not src:
                 if bottom_up:
                     f = table[e.op]
-                    if f is not None:
-                        r = f(e, ctx)
-                        if r is not None:
-                            push((e, r))
-                            push(r)
-                            continue
+                    if f is not None and (r := f(e, ctx)) is not None:
+                        push((e, r))
+                        push(r)
+                        continue
                 replace[e] = e
                 continue
             push((e,))
@@ -424,21 +426,30 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
         elif len(e) == 1:
             n = e[0]
             src = n.src
-            new_src = tuple([replace[s] for s in src])
+            new_src = tuple(map(replace.__getitem__, src))
             if new_src == src:  # identity compare per element (UOp has no __eq__)
-                if bottom_up:
-                    f = table[n.op]
-                    if f is not None:
-                        r = f(n, ctx)
-                        if r is not None:
-                            push((n, r))
-                            push(r)
-                            continue
-                replace[n] = n
+                if not bottom_up:
+                    replace[n] = n  # offered to the rules before its sources
+                    continue
+                nn = n
             else:
+                # every new source is final, so the rebuilt node only needs the rules once more
                 nn = UOp(n.op, n.dtype, new_src, n.arg)
-                push((n, nn))
-                push(nn)
+                if (rr := rget(nn)) is not None:
+                    replace[n] = rr
+                    continue
+            f = table[nn.op]
+            if f is None or (r := f(nn, ctx)) is None:
+                replace[nn] = nn
+                replace[n] = nn
+            elif (rr := rget(r)) is not None:
+                replace[nn] = rr
+                replace[n] = rr
+            else:
+                push((n, r))
+                if nn is not n:
+                    push((nn, r))
+                push(r)
         else:
             replace[e[0]] = replace[e[1]]
     return replace[sink]

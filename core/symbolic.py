@@ -218,44 +218,60 @@ class _Sum:
 _LINEAR = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL})
 
 
-def _flatten(u: UOp, limit: int = 48) -> _Sum | None:
-    dt = u.dtype
-    dmin, dmax = dtypes.min(dt), dtypes.max(dt)
+def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
+    """Flatten ``u`` into a _Sum; with ``exact``, also check that no skeleton node may have wrapped."""
+    if exact:
+        dt = u.dtype
+        dmin, dmax = dtypes.min(dt), dtypes.max(dt)
     s = _Sum()
     terms, occ = s.terms, s.occ
+    k = nconst = skel = 0
+    ok = exact
     stack: list[tuple[UOp, int]] = [(u, 1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        n, c = stack.pop()
+        n, c = pop()
         op = n.op
         if op is _CONST:
-            s.k += c * n.arg
-            s.nconst += 1
-            s.skel += 1
+            k += c * n.arg
+            nconst += 1
+            skel += 1
             continue
-        if op in _LINEAR and (op is not _MUL or n.src[1].op is _CONST):
-            s.skel += 1
-            if s.exact:
+        if op is _ADD or op is _SUB or op is _NEG or (op is _MUL and n.src[1].op is _CONST):
+            skel += 1
+            if ok:
                 lo, hi = n._range()
                 if lo == dmin and hi == dmax:
-                    s.exact = False
+                    ok = False
             src = n.src
             if op is _ADD:
-                stack.append((src[1], c))
-                stack.append((src[0], c))
+                push((src[1], c))
+                push((src[0], c))
             elif op is _SUB:
-                stack.append((src[1], -c))
-                stack.append((src[0], c))
+                push((src[1], -c))
+                push((src[0], c))
             elif op is _NEG:
-                stack.append((src[0], -c))
+                push((src[0], -c))
             else:
-                s.skel += 1
-                stack.append((src[0], c * src[1].arg))
+                skel += 1
+                push((src[0], c * src[1].arg))
             continue
-        terms[n] = terms.get(n, 0) + c
-        occ[n] = occ.get(n, 0) + 1
-        if len(occ) > limit:
-            return None
+        if n in occ:
+            terms[n] += c
+            occ[n] += 1
+        else:
+            terms[n] = c
+            occ[n] = 1
+            if len(occ) > limit:
+                return None
+    s.k, s.nconst, s.skel, s.exact = k, nconst, skel, ok and exact
     return s
+
+
+def _leaf(u: UOp) -> bool:
+    """Not part of a linear skeleton: flattening stops here."""
+    op = u.op
+    return not (op is _ADD or op is _SUB or op is _NEG or op is _CONST or (op is _MUL and u.src[1].op is _CONST))
 
 
 def _build(terms: list[tuple[UOp, int]], k: int, like: UOp) -> UOp:
@@ -462,7 +478,14 @@ def _collect(x: UOp) -> UOp | None:
     """Collect like terms and constants of an integer sum; recombine (y//c)*c + y%c into y."""
     if not _is_int(x):
         return None
-    f = _flatten(x)
+    a, b = x.src
+    if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
+        ba = a.src[0] if a.op is _MUL and a.src[1].op is _CONST else a
+        bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
+        if ba is not bb and _leaf(ba) and (_leaf(bb) or (b.op is _CONST and x.op is _ADD)):
+            if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
+                return None
+    f = _flatten(x, exact=False)
     if f is None:
         return None
     terms = f.terms

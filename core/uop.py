@@ -9,13 +9,28 @@ from __future__ import annotations
 
 import math
 import weakref
+from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from uops.dtypes import DType, PtrDType, dtypes, truncate
 from uops.ops import AxisType, GroupOp, Ops
 
-_cache: weakref.WeakValueDictionary[tuple, UOp] = weakref.WeakValueDictionary()
+
+class _Ref(weakref.ref):
+    """A weak reference that remembers its cache key (C-level construction, unlike weakref.KeyedRef)."""
+
+    __slots__ = ("key",)
+
+
+# the hash-consing cache: key -> weak reference to the node; a dead node's entry removes itself
+_cache: dict[tuple, _Ref] = {}
+
+
+def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
+    _remove_dead_weakref(_cache, wr.key)  # deletes the entry only if it still holds a dead reference
+
+
 ConstType = bool | int | float
 
 
@@ -30,18 +45,19 @@ class UOp:
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         key = (op, dtype, src, arg)
         try:
-            hit = _cache.get(key)
+            ref = _cache.get(key)
         except TypeError:
             raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
-        if hit is not None:
+        if ref is not None and (hit := ref()) is not None:
             return hit
         self = object.__new__(cls)
-        object.__setattr__(self, "op", op)
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "src", src)
-        object.__setattr__(self, "arg", arg)
-        object.__setattr__(self, "_vrange", None)
-        _cache[key] = self
+        _set_op(self, op)
+        _set_dtype(self, dtype)
+        _set_src(self, src)
+        _set_arg(self, arg)
+        _set_vrange(self, None)
+        ref = _cache[key] = _Ref(self, _remove_dead)
+        ref.key = key
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -284,9 +300,16 @@ class UOp:
         r = self._vrange
         if r is not None:
             return r
+        for s in self.src:
+            if s._vrange is None:
+                break
+        else:  # the common case while rewriting: the sources are known, no walk needed
+            r = _compute_range(self)
+            _set_vrange(self, r)
+            return r
         for node in self.toposort(gate=lambda n: n._vrange is None):
             if node._vrange is None:
-                object.__setattr__(node, "_vrange", _compute_range(node))
+                _set_vrange(node, _compute_range(node))
         return self._vrange  # type: ignore[return-value]
 
     def const_value(self) -> ConstType | None:
@@ -312,6 +335,13 @@ class UOp:
 
     def __bool__(self) -> bool:
         raise TypeError(f"the truth value of a UOp ({self.op}) is not known at build time; use .where or simplify")
+
+
+_set_op = UOp.op.__set__  # type: ignore[attr-defined]
+_set_dtype = UOp.dtype.__set__  # type: ignore[attr-defined]
+_set_src = UOp.src.__set__  # type: ignore[attr-defined]
+_set_arg = UOp.arg.__set__  # type: ignore[attr-defined]
+_set_vrange = UOp._vrange.__set__  # type: ignore[attr-defined]
 
 
 def _fmt_arg(arg: Any) -> str:
@@ -353,7 +383,12 @@ def _short_repr(u: UOp) -> str:
 # ----- value range rules -----
 def _clamp(lo: float, hi: float, dt: DType) -> tuple[ConstType, ConstType]:
     dmin, dmax = dtypes.min(dt), dtypes.max(dt)
-    if lo < dmin or hi > dmax or (isinstance(lo, float) and math.isnan(lo)) or (isinstance(hi, float) and math.isnan(hi)):
+    if (
+        lo < dmin
+        or hi > dmax
+        or (isinstance(lo, float) and math.isnan(lo))
+        or (isinstance(hi, float) and math.isnan(hi))
+    ):
         return dmin, dmax  # may wrap: nothing better is known
     return lo, hi
 
@@ -464,7 +499,11 @@ def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
         return bool(a0 or b0), bool(a1 or b1)
     if op is Ops.SHL and s[1].op is Ops.CONST and dtypes.is_int(dt):
         lo, hi = s[0]._range()
-        return _clamp(lo << s[1].arg, hi << s[1].arg, dt) if lo >= 0 and s[1].arg >= 0 else (dtypes.min(dt), dtypes.max(dt))
+        return (
+            _clamp(lo << s[1].arg, hi << s[1].arg, dt)
+            if lo >= 0 and s[1].arg >= 0
+            else (dtypes.min(dt), dtypes.max(dt))
+        )
     if op is Ops.SHR and s[1].op is Ops.CONST and dtypes.is_int(dt):
         lo, hi = s[0]._range()
         return (lo >> s[1].arg, hi >> s[1].arg) if lo >= 0 and s[1].arg >= 0 else (dtypes.min(dt), dtypes.max(dt))
