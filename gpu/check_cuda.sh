@@ -21,6 +21,11 @@ START=$(date +%s)
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(( $(date +%s) - START )); }
+DEADLINE=${CHECK_DEADLINE_S:-330}  # the whole script stays under 6 minutes
+limit() {  # limit WANT: WANT seconds, or what is left before the deadline if less (at least 5)
+  local left=$(( DEADLINE - $(elapsed) ))
+  [ "$left" -lt "$1" ] && echo $(( left > 5 ? left : 5 )) || echo "$1"
+}
 
 say "== uops CUDA check: $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -36,7 +41,7 @@ VENV=$(mktemp -d /tmp/uops-gpu-venv.XXXXXX)
 VPY="$VENV/bin/python"
 export UOPS_CACHE_DIR="$VENV/cache"   # a fresh compile cache: every kernel is compiled by this run
 export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-if timeout 120 "$VPY" -m pip install -q --no-deps --no-build-isolation "$ROOT" "$ROOT/plugins/cuda" >>"$DEST/install.log" 2>&1; then
+if timeout "$(limit 90)" "$VPY" -m pip install -q --no-deps --no-build-isolation "$ROOT" "$ROOT/plugins/cuda" >>"$DEST/install.log" 2>&1; then
   say "install: pip ok ($(elapsed) s)"
 else
   # an old setuptools without the wheel package cannot build; lay the packages out by hand:
@@ -82,7 +87,7 @@ PY
 )"
 
 # ---- probe ----
-"$VPY" - >"$DEST/probe.log" 2>&1 <<'PY'
+timeout "$(limit 60)" "$VPY" - >"$DEST/probe.log" 2>&1 <<'PY'
 from uops.plugins import Device
 b = Device["CUDA"].backend
 print("probe_compile:", b.probe_compile() or "ok")
@@ -99,17 +104,17 @@ sed 's/^/probe: /' "$DEST/probe.log" | tee -a "$SUMMARY"
 run_tests() {  # name, timeout, env..., -- pytest args...
   local name=$1 limit=$2; shift 2
   local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" timeout "$limit" "$VPY" -m pytest -q -rs -p no:cacheprovider "$@" >"$DEST/$name.log" 2>&1
+  env "${envs[@]}" timeout "$(limit "$limit")" "$VPY" -m pytest -q -rs -p no:cacheprovider "$@" >"$DEST/$name.log" 2>&1
   local rc=$?
   say "$name: rc=$rc $(grep -E '(passed|failed|error|skipped)' "$DEST/$name.log" | tail -1) ($(elapsed) s)"
   grep -E '^(FAILED|ERROR)' "$DEST/$name.log" | head -15 | tee -a "$SUMMARY"
 }
-run_tests test_cuda 120 UOPS_STRICT_PLUGINS=1 -- tests/test_cuda.py
+run_tests test_cuda 90 UOPS_STRICT_PLUGINS=1 -- tests/test_cuda.py
 run_tests tensor_suite_CUDA 150 UOPS_TEST_DEVICES=CUDA -- tests/test_tensor.py
 
 # ---- bench ----
 if [ -f bench/ops.py ]; then
-  if timeout 90 "$VPY" bench/ops.py --device CUDA >"$DEST/bench.log" 2>&1; then
+  if timeout "$(limit 90)" "$VPY" bench/ops.py --device CUDA >"$DEST/bench.log" 2>&1; then
     say "bench: ok ($(elapsed) s)"
   else
     say "bench: rc=$? (see bench.log)"
@@ -120,7 +125,7 @@ else
 fi
 
 # ---- peers: the same cases in cupy and torch, timed the same way (best of 5 after a warm-up) ----
-timeout 120 "$VPY" - "$ROOT/bench" >"$DEST/peers.log" 2>&1 <<'PY'
+timeout "$(limit 90)" "$VPY" - "$ROOT/bench" >"$DEST/peers.log" 2>&1 <<'PY'
 import sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
