@@ -127,6 +127,8 @@ def shim_runtime() -> ctypes.CDLL:
         d = cache_dir()
         base = d / "gpu_shim" if d is not None else Path(tempfile.gettempdir()) / f"uops-gpu-shim-{os.getuid()}"
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if base.stat().st_uid != os.getuid():  # never load a library another user could have written
+            base = Path(tempfile.mkdtemp(prefix="uops-gpu-shim-"))
         path = base / f"libuops_gpu_shim_{key}.so"
         if not path.exists():
             fd, tmp = tempfile.mkstemp(dir=base, prefix=".tmp-", suffix=".so")
