@@ -103,8 +103,9 @@ def test_cast(device):
     close(t.cast(dtypes.bool), a.astype(bool))
     close(t.cast(dtypes.int32).cast(dtypes.float32), a.astype(np.int32).astype(np.float32))
     close(Tensor([1, 0, 3], device=device).cast("bool"), np.array([True, False, True]))
-    if device != "CPU":
-        close(t.cast(dtypes.float16), a.astype(np.float16), rtol=1e-3)
+    close(t.cast(dtypes.float16), a.astype(np.float16), rtol=1e-3)
+    h = Tensor(a, device=device, dtype=dtypes.float16)
+    close((h * 2).sum(), (a.astype(np.float16) * 2).astype(np.float32).sum(), rtol=1e-3)
 
 
 def test_float64_and_int64_round_trip(device):
@@ -569,3 +570,22 @@ def test_use_after_free_is_an_error(device):
     get_buffer(t.uop.src[0]).free()
     with pytest.raises(BufferFreedError, match="after free"):
         t.numpy()
+
+
+def test_deep_elementwise_chain_is_one_kernel_without_recursion_error():
+    x = Tensor(np.ones(4, np.float32), device="PYTHON")
+    y = x
+    for _ in range(3000):
+        y = y + 1
+    assert len(y.schedule()) == 1
+    np.testing.assert_array_equal(y.numpy(), np.full(4, 3001.0))
+
+
+def test_realize_several_at_once(device):
+    a = rnd(3, 4)
+    x = Tensor(a, device=device)
+    s = x.sum(axis=1)
+    p, q = s + 1, s * 2
+    p.realize(q)
+    close(p, a.sum(1) + 1, rtol=1e-5)
+    close(q, a.sum(1) * 2, rtol=1e-5)

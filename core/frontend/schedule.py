@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from uops.dtypes import DType
@@ -178,6 +179,9 @@ def _find_realize_set(roots: list[UOp]) -> list[UOp]:
     return order
 
 
+Key = tuple[UOp, tuple[UOp, ...], UOp | None]
+
+
 class _KernelBuilder:
     """Renders one kernel: index math through views, loads from buffers, reductions with ranges."""
 
@@ -186,7 +190,7 @@ class _KernelBuilder:
         self.root = root
         self.slots: dict[UOp, int] = {}
         self.next_axis = 0
-        self.memo: dict[tuple[UOp, tuple[UOp, ...], UOp | None], UOp] = {}
+        self.memo: dict[Key, UOp] = {}
 
     def slot(self, buf: UOp) -> UOp:
         if buf not in self.slots:
@@ -210,43 +214,60 @@ class _KernelBuilder:
         return UOp(Ops.WHERE, buf.dtype, (gate, ld, UOp.const(buf.dtype, 0)))  # type: ignore[arg-type]
 
     def render(self, n: UOp, idxs: tuple[UOp, ...], valid: UOp | None) -> UOp:
-        key = (n, idxs, valid)
-        hit = self.memo.get(key)
-        if hit is not None:
-            return hit
-        out = self._render(n, idxs, valid)
-        self.memo[key] = out
-        return out
+        """The kernel value of tensor node ``n`` at ``idxs``. Iterative: deep graphs are fine."""
+        root: Key = (n, idxs, valid)
+        plans: dict[Key, tuple[list[Key], Callable[[list[UOp]], UOp]]] = {}
+        stack: list[Key] = [root]
+        while stack:
+            key = stack[-1]
+            if key in self.memo:
+                stack.pop()
+                continue
+            plan = plans.get(key)
+            if plan is None:
+                plan = plans[key] = self._plan(*key)
+            missing = [d for d in plan[0] if d not in self.memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            self.memo[key] = plan[1]([self.memo[d] for d in plan[0]])
+        return self.memo[root]
 
-    def _render(self, n: UOp, idxs: tuple[UOp, ...], valid: UOp | None) -> UOp:
+    def _plan(self, n: UOp, idxs: tuple[UOp, ...], valid: UOp | None) -> tuple[list[Key], Callable[[list[UOp]], UOp]]:
+        """What rendering ``n`` needs first (keys of other renders) and how to combine their values."""
+
+        def done(u: UOp) -> tuple[list[Key], Callable[[list[UOp]], UOp]]:
+            return [], lambda _: u
+
         if n is not self.root and n in self.bufmap:
-            buf = self.bufmap[n]
-            return self.load(buf, ShapeTracker.from_shape(shape_of(n)), idxs, valid)
+            return done(self.load(self.bufmap[n], ShapeTracker.from_shape(shape_of(n)), idxs, valid))
         if n.op is Ops.VIEW:
             st: ShapeTracker = n.arg
             src = n.src[0]
             if src.op is Ops.BUFFER:
-                return self.load(src, st, idxs, valid)
+                return done(self.load(src, st, idxs, valid))
             if src is not self.root and src in self.bufmap:
-                return self.load(self.bufmap[src], st, idxs, valid)
+                return done(self.load(self.bufmap[src], st, idxs, valid))
             if src.op is Ops.CONST:
                 _, v = st.expr(idxs)
-                return src if v is None else UOp(Ops.WHERE, src.dtype, (v, src, UOp.const(src.dtype, 0)))
+                return done(src if v is None else UOp(Ops.WHERE, src.dtype, (v, src, UOp.const(src.dtype, 0))))
             sub, v = st.to_base(idxs, shape_of(src))
             if v is not None and v.op is Ops.CONST and v.arg is False:
-                return UOp.const(n.dtype, 0)
-            val = self.render(src, tuple(sub), _and(valid, v))
-            return val if v is None else UOp(Ops.WHERE, n.dtype, (v, val, UOp.const(n.dtype, 0)))
+                return done(UOp.const(n.dtype, 0))
+            zero = UOp.const(n.dtype, 0)
+            return [
+                (src, tuple(sub), _and(valid, v))
+            ], lambda xs: xs[0] if v is None else UOp(Ops.WHERE, n.dtype, (v, xs[0], zero))
         if n.op is Ops.BUFFER:
-            return self.load(n, ShapeTracker.from_shape((n.arg[1],)), idxs, valid)
+            return done(self.load(n, ShapeTracker.from_shape((n.arg[1],)), idxs, valid))
         if n.op is Ops.CONST:
-            return n
+            return done(n)
         if n.op is Ops.REDUCE_AXIS:
             op, axes = n.arg
-            src = n.src[0]
-            sshape = shape_of(src)
+            sshape = shape_of(n.src[0])
             new = list(idxs)
-            ranges = []
+            ranges: list[UOp] = []
             for a in axes:
                 if sshape[a] == 1:
                     new[a] = _c(0)
@@ -254,13 +275,14 @@ class _KernelBuilder:
                     r = self.new_range(sshape[a], AxisType.REDUCE)
                     ranges.append(r)
                     new[a] = r
-            val = self.render(src, tuple(new), valid)
-            return val if not ranges else UOp(Ops.REDUCE, n.dtype, (val, *ranges), op)
+            return [
+                (n.src[0], tuple(new), valid)
+            ], lambda xs: xs[0] if not ranges else UOp(Ops.REDUCE, n.dtype, (xs[0], *ranges), op)
         if n.op is Ops.CONTIGUOUS:
-            return self.render(n.src[0], idxs, valid)
+            return [(n.src[0], idxs, valid)], lambda xs: xs[0]
         if n.op is Ops.COPY:
             raise RuntimeError("internal: a COPY must be realized before a kernel reads it")
-        return UOp(n.op, n.dtype, tuple(self.render(s, idxs, valid) for s in n.src), n.arg)
+        return [(s, idxs, valid) for s in n.src], lambda xs: UOp(n.op, n.dtype, tuple(xs), n.arg)
 
     def build(self, out_buf: UOp) -> tuple[UOp, tuple[UOp, ...]]:
         shape = shape_of(self.root)
