@@ -20,15 +20,31 @@ import time
 from pathlib import Path
 
 
-def _time(cmd: list[str], runs: int, env: dict[str, str]) -> float:
-    """Median wall seconds of `cmd` over `runs` runs (after one warm-up for the file cache)."""
+def _time(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, float]:
+    """(median, min) wall seconds of `cmd` over `runs` runs (after one warm-up for the file cache)."""
     subprocess.run(cmd, check=True, capture_output=True, env=env)
     samples = []
     for _ in range(runs):
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True, env=env)
         samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    return statistics.median(samples), min(samples)
+
+
+_BREAKDOWN = """
+import time
+t0 = time.perf_counter(); import numpy
+t1 = time.perf_counter(); import uops
+t2 = time.perf_counter(); import uops.plugins
+t3 = time.perf_counter(); uops.plugins.Device.names()
+t4 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+"""
+
+
+def _breakdown(python: str, env: dict[str, str]) -> list[float]:
+    out = subprocess.run([python, "-c", _BREAKDOWN], check=True, capture_output=True, text=True, env=env).stdout
+    return [float(x) for x in out.split()]
 
 
 def _importable(python: str, module: str, env: dict[str, str]) -> bool:
@@ -67,14 +83,24 @@ def main(argv: list[str] | None = None) -> int:
     ).stdout.strip()
     print(f"python: {py}\ninstalled uops devices: {names or '(none)'}\nmedian of {args.runs} runs")
     results = [(label, _time(cmd, args.runs, env)) for label, cmd in cases]
-    bare = results[0][1]
+    bare, bare_min = results[0][1]
     width = max(len(label) for label, _ in results)
-    print(f"{'case'.ljust(width)}  {'wall ms':>8}  {'extra ms':>8}")
-    for label, t in results:
-        print(f"{label.ljust(width)}  {t * 1e3:8.1f}  {(t - bare) * 1e3:8.1f}")
+    print(f"{'case'.ljust(width)}  {'median ms':>9}  {'extra ms':>8}  {'min ms':>7}  {'extra':>7}")
+    for label, (t, lo) in results:
+        cols = f"{t * 1e3:9.1f}  {(t - bare) * 1e3:8.1f}  {lo * 1e3:7.1f}  {(lo - bare_min) * 1e3:7.1f}"
+        print(f"{label.ljust(width)}  {cols}")
     lookup = dict(results)
-    listing = lookup["import uops; Device.names()"] - lookup["import uops"]
-    print(f"discovery alone (names() minus import uops): {listing * 1e3:.1f} ms")
+    listing = lookup["import uops; Device.names()"][0] - lookup["import uops"][0]
+    listing_min = lookup["import uops; Device.names()"][1] - lookup["import uops"][1]
+    print(f"discovery alone (names() minus import uops): median {listing * 1e3:.1f} ms, min {listing_min * 1e3:.1f} ms")
+    print("(the machine's load shows as noise: compare the min columns when medians disagree)")
+    # the same split measured inside one interpreter: immune to process start-up noise
+    samples = [_breakdown(py, env) for _ in range(args.runs)]
+    parts = ("import numpy", "rest of import uops", "import uops.plugins (+pluggy)", "Device.names()")
+    print(
+        "in-process breakdown, median ms: "
+        + ", ".join(f"{p} {statistics.median(s[i] for s in samples) * 1e3:.1f}" for i, p in enumerate(parts))
+    )
     return 0
 
 
