@@ -255,3 +255,11 @@ def test_view_of_a_realized_value_is_not_recomputed():
     y = x.T[1:]
     assert kernels(y) == []
     np.testing.assert_allclose(y.numpy(), np.full((3, 3), 2.0))
+
+
+def test_numpy_of_a_permuted_result_is_one_kernel():
+    a = t(3, 4)
+    y = (a * 2).T
+    assert len(kernels(y)) == 1
+    y.numpy()
+    assert kernels(y) == []  # realized straight into the transposed layout: no copy for numpy()

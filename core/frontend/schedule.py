@@ -309,8 +309,12 @@ class Schedule:
 def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
     """Kernels and copies that realize ``roots`` (nothing runs here)."""
     roots = _substitute_realized(roots)
-    # a root that is a view of a computed value needs only that value as a buffer: the view stays a view
-    targets = [r.src[0] if r.op is Ops.VIEW and r.src[0].op not in (Ops.BUFFER, Ops.CONST) else r for r in roots]
+    # a root that expands a computed value needs only that value as a buffer: the expanding view stays a view
+    # (other views are computed straight into the output layout: one kernel, and numpy() needs no copy)
+    targets = [
+        r.src[0] if r.op is Ops.VIEW and r.src[0].op not in (Ops.BUFFER, Ops.CONST) and r.arg.expands else r
+        for r in roots
+    ]
     order = _find_realize_set(targets)
     bufmap: dict[UOp, UOp] = {}
     items: list[ScheduleItem] = []
