@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import builtins
 import math
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported on first use, so `import uops` stays cheap
+    import numpy as np
 
 
 class AddrSpace(IntEnum):
@@ -167,6 +169,8 @@ def dtype_from_name(name: str) -> DType:
 
 def to_numpy(dt: DType) -> np.dtype:
     """The numpy dtype that holds ``dt`` on the host (bfloat16 is stored as its raw uint16 bits)."""
+    import numpy as np
+
     if dt == dtypes.bfloat16:
         return np.dtype(np.uint16)
     if dt.fmt is None:
@@ -175,6 +179,8 @@ def to_numpy(dt: DType) -> np.dtype:
 
 
 def from_numpy(npdt: np.dtype | type) -> DType:
+    import numpy as np
+
     npdt = np.dtype(npdt)
     for d in SCALARS:
         if d.fmt is not None and np.dtype(d.fmt) == npdt:
@@ -204,12 +210,30 @@ def truncate(x: object, dt: DType) -> bool | int | float:
     if dt == dtypes.float64:
         return xf
     if dt == dtypes.bfloat16:
-        return float(bf16_to_f32(f32_to_bf16(np.float32(xf))))
-    return float(np.array(xf, dtype=np.float64).astype(dt.fmt))
+        bits = struct.unpack("<I", struct.pack("<f", _to_f32(xf)))[0]
+        if math.isnan(xf):
+            return xf
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        return float(struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0])
+    if dt == dtypes.float16:
+        try:
+            return float(struct.unpack("<e", struct.pack("<e", xf))[0])
+        except OverflowError:
+            return math.copysign(math.inf, xf)
+    return _to_f32(xf)
+
+
+def _to_f32(x: float) -> float:
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", x))[0])
+    except OverflowError:  # beyond float32's range: rounds to infinity, as a C cast does
+        return math.copysign(math.inf, x)
 
 
 def f32_to_bf16(x: np.ndarray | np.floating) -> np.ndarray:
     """Round-to-nearest-even float32 -> raw bfloat16 bits (uint16)."""
+    import numpy as np
+
     bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
     nan = np.isnan(np.asarray(x, dtype=np.float32))
@@ -217,6 +241,8 @@ def f32_to_bf16(x: np.ndarray | np.floating) -> np.ndarray:
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
