@@ -9,7 +9,8 @@ import argparse
 import json
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
 import uops
 
@@ -72,24 +73,94 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Stubs: owned by other work items; each replaces its function body.
+# uops demo / compile / bench
 # ---------------------------------------------------------------------------------------------
 
 
-def _not_yet(name: str) -> Callable[[argparse.Namespace], int]:
-    def stub(args: argparse.Namespace) -> int:
-        print(f"uops {name}: not yet available in this version of uops", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+def cmd_demo(args: argparse.Namespace) -> int:
+    """A small real program on every usable device, checked against numpy; exit 1 on a mismatch."""
+    from uops import demo
 
-    return stub
-
-
-cmd_demo = _not_yet("demo")  # STUB: `uops demo` (to be implemented)
-cmd_compile = _not_yet("compile")  # STUB: `uops compile --device D "expr" --stages` (to be implemented)
-cmd_bench = _not_yet("bench")  # STUB: `uops bench` (to be implemented)
+    devices = [d.strip().upper() for d in args.devices.split(",")] if args.devices else None
+    return demo.run(devices, stages_device=args.stages_device, show_devices=lambda: cmd_devices(_plain_devices()))
 
 
-# ---------------------------------------------------------------------------------------------
+def _plain_devices() -> argparse.Namespace:
+    return argparse.Namespace(json=False, verbose=False)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Compile an expression (or show a saved ProgramSpec) for a target; never needs the hardware."""
+    from pathlib import Path
+
+    from uops import compile_cmd
+
+    if args.expr.endswith(".json") and Path(args.expr).is_file():
+        print(compile_cmd.describe_spec_file(Path(args.expr)))
+        return EXIT_OK
+    shapes = compile_cmd.parse_shapes(args.shape or [])
+    default = compile_cmd.parse_shapes([f"default={args.default_shape}"])["default"]
+    print(
+        f"compiling {args.expr!r} for {args.device}{' (' + args.arch + ')' if args.arch else ''} ...", file=sys.stderr
+    )
+    results = compile_cmd.compile_expression(args.expr, args.device, args.arch, shapes, default, args.dtype)
+    for i, (spec, stages) in enumerate(results):
+        g, loc = spec.launch_dims()
+        print(
+            f"kernel {i}: {spec.name} on {spec.device} ({spec.target}), global {g}, local {loc}, "
+            f"{len(spec.lib)} bytes, ~{spec.estimates.ops} ops, "
+            f"{spec.estimates.bytes_read + spec.estimates.bytes_written} bytes moved"
+        )
+        if args.stages:
+            print(stages)
+        if args.out:
+            out = Path(args.out if len(results) == 1 else f"{Path(args.out).with_suffix('')}.{i}.json")
+            out.write_text(spec.to_json())
+            print(f"saved {out}")
+    return EXIT_OK
+
+
+BENCH_SUITES = ("ops", "rewrite", "startup")
+
+
+def _bench_dir() -> Path:
+    import os
+    from pathlib import Path
+
+    candidates = [os.environ.get("UOPS_BENCH_DIR", ""), "bench", str(Path(__file__).resolve().parent.parent / "bench")]
+    for c in candidates:
+        if c and (Path(c) / "ops.py").is_file():
+            return Path(c)
+    raise FileNotFoundError(
+        "the bench/ suites ship with the source checkout, not the wheel; run `uops bench` from a clone of uops "
+        "or set UOPS_BENCH_DIR to its bench/ folder"
+    )
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the bench/ suites (each prints its own ratio table) in this interpreter."""
+    import subprocess
+
+    bench = _bench_dir()
+    suites = args.suites or ["ops", "rewrite"]
+    unknown = [s for s in suites if s not in BENCH_SUITES]
+    if unknown:
+        raise ValueError(f"unknown bench suite(s) {unknown}; choose from {list(BENCH_SUITES)}")
+    status = EXIT_OK
+    for suite in suites:
+        extra: list[str] = []
+        if suite == "ops":
+            extra = [*(["--device", args.device] if args.device else []), *(["--small"] if args.quick else [])]
+        elif suite == "rewrite" and args.quick:
+            extra = ["--quick"]
+        elif suite == "startup" and args.quick:
+            extra = ["--runs", "5"]
+        print(f"== bench/{suite}.py {' '.join(extra)}".rstrip(), flush=True)
+        rc = subprocess.run([sys.executable, str(bench / f"{suite}.py"), *extra], check=False).returncode
+        if rc != 0:
+            print(f"bench/{suite}.py exited {rc}", file=sys.stderr)
+            status = EXIT_ERROR
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,14 +175,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show reasons in full, not only their first line")
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser("demo", help="run a small end-to-end example (not yet available)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = sub.add_parser("demo", help="run an MLP, a softmax and a matmul on every usable device, checked against numpy")
+    p.add_argument("--devices", help="comma-separated devices (default: every device that can run)")
+    p.add_argument("--stages-device", help="device whose four PROGRAM stages are shown (default: CPU, else the first)")
     p.set_defaults(func=cmd_demo)
-    p = sub.add_parser("compile", help="compile one kernel and show its stages (not yet available)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    p = sub.add_parser("compile", help="compile a tensor expression for a target and show its stages")
+    p.add_argument("expr", metavar="EXPR|FILE", help='an expression like "(a+b).sum()", or a saved ProgramSpec .json')
+    p.add_argument("--device", default="CPU", help="target device (hardware not needed; default CPU)")
+    p.add_argument("--arch", help="target architecture (e.g. sm_80 for CUDA; default: the device's own or default)")
+    p.add_argument("--shape", action="append", metavar="NAME=D0,D1", help="shape of a named input (repeatable)")
+    p.add_argument("--default-shape", default="16,16", help="shape of inputs without --shape (default 16,16)")
+    p.add_argument("--dtype", default="float32", help="dtype of the inputs (default float32)")
+    p.add_argument("--stages", action="store_true", help="print SINK, LINEAR, SOURCE and BINARY of each kernel")
+    p.add_argument("--out", help="save the ProgramSpec as JSON (runs later anywhere the runtime is installed)")
     p.set_defaults(func=cmd_compile)
-    p = sub.add_parser("bench", help="benchmarks (not yet available)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    p = sub.add_parser("bench", help="run the bench/ suites (ratios against numpy and tinygrad)")
+    p.add_argument("suites", nargs="*", help=f"suites to run: {', '.join(BENCH_SUITES)} (default: ops rewrite)")
+    p.add_argument("--device", help="device for the ops suite (default: CPU if available)")
+    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     p.set_defaults(func=cmd_bench)
 
     for p in sub.choices.values():
