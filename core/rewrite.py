@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import keyword
 import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -243,11 +244,20 @@ class _Gen:
             return ind, loop
         items = p.src[0] if len(p.src) == 1 else p._items
         n = len(items)
-        s = self.tmp()
-        self.lines.append(f"{pad}{s} = {v}.src")
-        self.lines.append(f"{pad}if len({s}) {'<' if p.allow_any_len else '!='} {n}: {fail}")
+        if v == "u":  # the root's sources are loaded once per call (see _compile_op)
+            s, length = "us", "ul"
+        else:
+            s = self.tmp()
+            length = f"len({s})"
+            self.lines.append(f"{pad}{s} = {v}.src")
+        self.lines.append(f"{pad}if {length} {'<' if p.allow_any_len else '!='} {n}: {fail}")
+        # check the leaf sub-patterns first: they open no loops, so the order matches are found in is kept
+        order = [i for i, q in enumerate(items) if q.src is None] + [
+            i for i, q in enumerate(items) if q.src is not None
+        ]
         if len(p.src) == 1:
-            for i, q in enumerate(items):
+            for i in order:
+                q = items[i]
                 if _trivial(q):
                     continue
                 vi = self.tmp()
@@ -256,22 +266,28 @@ class _Gen:
                 pad = "    " * ind
             return ind, loop
         vs = [self.tmp() for _ in range(n)]
-        alts = ", ".join("(" + ", ".join(f"{s}[{j}]" for j in perm) + ",)" for perm in p._perms)
-        self.lines.append(f"{pad}for {', '.join(vs)}, in ({alts}):")
+        if n == 2:  # no tuple building for the common binary case
+            k = self.tmp()
+            self.lines.append(f"{pad}for {k} in (0, 1):")
+            self.lines.append(f"{pad}    {vs[0]} = {s}[{k}]")
+            self.lines.append(f"{pad}    {vs[1]} = {s}[1 - {k}]")
+        else:
+            alts = ", ".join("(" + ", ".join(f"{s}[{j}]" for j in perm) + ",)" for perm in p._perms)
+            self.lines.append(f"{pad}for {', '.join(vs)}, in ({alts}):")
         ind += 1
-        for q, vi in zip(items, vs):
-            ind, _ = self.emit(q, vi, names, ind, True)
+        for i in order:
+            ind, _ = self.emit(items[i], vs[i], names, ind, True)
         return ind, True
 
 
 def _compile_pred(p: UPat) -> Callable[[UOp], bool]:
     g = _Gen()
     g.lines.append("while True:")
-    ind, _ = g.emit(p, "u", {}, 1, False)
+    ind, _ = g.emit(p, "q", {}, 1, False)
     g.lines.append("    " * ind + "return True")
     g.lines.append("    break")
     g.lines.append("return False")
-    src = "def pred(u):\n" + "\n".join("    " + ln for ln in g.lines) + "\n"
+    src = "def pred(q):\n" + "\n".join("    " + ln for ln in g.lines) + "\n"
     exec(compile(src, "<upat pred>", "exec"), g.env)
     return g.env["pred"]
 
@@ -301,8 +317,10 @@ def _call_args(fn: Callable[..., Any], names: dict[str, str], wants_ctx: bool) -
         plain = code.co_kwonlyargcount == 0 and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
         if plain and set(params) == wanted and len(params) == len(wanted):
             return ", ".join("ctx" if k == "ctx" else names[k] for k in params)
-    kw = [f"{k!r}: {v}" for k, v in names.items()] + (["'ctx': ctx"] if wants_ctx else [])
-    return "**{" + ", ".join(kw) + "}"
+    pairs = list(names.items()) + ([("ctx", "ctx")] if wants_ctx else [])
+    if all(k.isidentifier() and not keyword.iskeyword(k) for k, _ in pairs):
+        return ", ".join(f"{k}={v}" for k, v in pairs)
+    return "**{" + ", ".join(f"{k!r}: {v}" for k, v in pairs) + "}"
 
 
 def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[[UOp, Any], Any]:
@@ -327,11 +345,15 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
             f"{pad}    return r",
             "    break",
         ]
-    src = "def match(u, ctx):\n" + "\n".join("    " + ln for ln in g.lines) + "\n    return None\n"
+    head = "def match(u, ctx):\n    us = u.src\n    ul = len(us)\n"
+    src = head + "\n".join("    " + ln for ln in g.lines) + "\n    return None\n"
+    if _DEBUG_SOURCE:
+        print(src)
     exec(compile(src, "<pattern matcher>", "exec"), g.env)
     return g.env["match"]
 
 
+_DEBUG_SOURCE = False
 _COMPILED: dict[tuple[tuple[UPat, Callable[..., Any]], ...], Callable[[UOp, Any], Any]] = {}
 
 
