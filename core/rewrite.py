@@ -413,42 +413,19 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     """
     replace: dict[UOp, UOp] = {}
     table = pm.table
-    rget = replace.get
-    # entries: a UOp (visit it), (n,) (its sources are done), (n, r) (n's result is r's result)
+    rget, rgetitem = replace.get, replace.__getitem__
+    # the stack holds UOps to visit and two markers (no tuples, so no garbage per node):
+    #   n, _POST         -> n's sources are done: rebuild / rewrite n
+    #   n, r, _LINK      -> r is done: n's result is r's result
+    POST, LINK = _POST, _LINK
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
     while stack:
         e = pop()
-        if e.__class__ is UOp:
-            if e in replace:
-                continue
-            if not bottom_up:
-                f = table[e.op]
-                if f is not None and (r := f(e, ctx)) is not None:
-                    if (rr := rget(r)) is not None:
-                        replace[e] = rr
-                    else:
-                        push((e, r))
-                        push(r)
-                    continue
-            src = e.src
-            if not src:
-                if bottom_up:
-                    f = table[e.op]
-                    if f is not None and (r := f(e, ctx)) is not None:
-                        push((e, r))
-                        push(r)
-                        continue
-                replace[e] = e
-                continue
-            push((e,))
-            for s in reversed(src):
-                if s not in replace:
-                    push(s)
-        elif len(e) == 1:
-            n = e[0]
+        if e is POST:
+            n = pop()
             src = n.src
-            new_src = tuple(map(replace.__getitem__, src))
+            new_src = tuple(map(rgetitem, src))
             if new_src == src:  # identity compare per element (UOp has no __eq__)
                 if not bottom_up:
                     replace[n] = n  # offered to the rules before its sources
@@ -468,13 +445,62 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                 replace[nn] = rr
                 replace[n] = rr
             else:
-                push((n, r))
                 if nn is not n:
-                    push((nn, r))
+                    push(nn)
+                    push(r)
+                    push(LINK)
+                push(n)
                 push(r)
+                push(LINK)
+                push(r)
+        elif e is LINK:
+            r = pop()
+            replace[pop()] = replace[r]
         else:
-            replace[e[0]] = replace[e[1]]
+            if e in replace:
+                continue
+            if not bottom_up:
+                f = table[e.op]
+                if f is not None and (r := f(e, ctx)) is not None:
+                    if (rr := rget(r)) is not None:
+                        replace[e] = rr
+                    else:
+                        push(e)
+                        push(r)
+                        push(LINK)
+                        push(r)
+                    continue
+            src = e.src
+            if not src:
+                if bottom_up:
+                    f = table[e.op]
+                    if f is not None and (r := f(e, ctx)) is not None:
+                        push(e)
+                        push(r)
+                        push(LINK)
+                        push(r)
+                        continue
+                replace[e] = e
+                continue
+            push(e)
+            push(POST)
+            for s in reversed(src):
+                if s not in replace:
+                    push(s)
     return replace[sink]
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_POST, _LINK = _Marker("POST"), _Marker("LINK")
 
 
 def graph_substitute(sink: UOp, mapping: dict[UOp, UOp]) -> UOp:
