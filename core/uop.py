@@ -21,10 +21,26 @@ class _Ref(weakref.ref):
     """A weak reference that remembers its cache key (C-level construction, unlike weakref.KeyedRef)."""
 
     __slots__ = ("key",)
+    key: tuple
 
 
 # the hash-consing cache: key -> weak reference to the node; a dead node's entry removes itself
 _cache: dict[tuple, _Ref] = {}
+
+
+# dtypes enter the cache key as small ints: hashing a DType (a dataclass) costs more than the rest of
+# the key. Equal dtypes get the same token, so hash-consing is unchanged. _dt_fast maps id(dtype) to
+# (dtype, token); it holds the dtype, so the id stays valid, and it is only a cache of _dt_tokens.
+_dt_tokens: dict[DType, int] = {}
+_dt_fast: dict[int, tuple[DType, int]] = {}
+
+
+def _dtype_token(dtype: DType) -> tuple[DType, int]:
+    if len(_dt_fast) > 4096:
+        _dt_fast.clear()
+    tok = _dt_tokens.setdefault(dtype, len(_dt_tokens))
+    entry = _dt_fast[id(dtype)] = (dtype, tok)
+    return entry
 
 
 def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
@@ -43,7 +59,10 @@ class UOp:
     _vrange: tuple[ConstType, ConstType] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        key = (op, dtype, src, arg)
+        tok = _dt_fast.get(id(dtype))
+        if tok is None or tok[0] is not dtype:
+            tok = _dtype_token(dtype)
+        key = (op, tok[1], src, arg)
         try:
             ref = _cache.get(key)
         except TypeError:
@@ -337,11 +356,11 @@ class UOp:
         raise TypeError(f"the truth value of a UOp ({self.op}) is not known at build time; use .where or simplify")
 
 
-_set_op = UOp.op.__set__  # type: ignore[attr-defined]
-_set_dtype = UOp.dtype.__set__  # type: ignore[attr-defined]
-_set_src = UOp.src.__set__  # type: ignore[attr-defined]
-_set_arg = UOp.arg.__set__  # type: ignore[attr-defined]
-_set_vrange = UOp._vrange.__set__  # type: ignore[attr-defined]
+_set_op = UOp.op.__set__  # type: ignore[attr-defined,misc]
+_set_dtype = UOp.dtype.__set__  # type: ignore[attr-defined,misc]
+_set_src = UOp.src.__set__  # type: ignore[attr-defined,misc]
+_set_arg = UOp.arg.__set__  # type: ignore[attr-defined,misc]
+_set_vrange = UOp._vrange.__set__  # type: ignore[attr-defined,misc,union-attr]
 
 
 def _fmt_arg(arg: Any) -> str:
@@ -475,7 +494,7 @@ def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
     if op is Ops.IDIV and dtypes.is_int(dt):
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
         if b0 > 0 or b1 < 0:
-            qs = [_cdiv(x, y) for x in (a0, a1) for y in (b0, b1)]
+            qs = [_cdiv(int(x), int(y)) for x in (a0, a1) for y in (b0, b1)]
             return _clamp(min(qs), max(qs), dt)
         return dtypes.min(dt), dtypes.max(dt)
     if op is Ops.MOD and dtypes.is_int(dt):

@@ -290,3 +290,10 @@ def test_hash_consing_cache_drops_dead_nodes() -> None:
     assert ref() is None
     assert len(uop._cache) < before + 1000
     assert UOp.variable("tmp_cache", 0, 5) is UOp.variable("tmp_cache", 0, 5)
+
+
+def test_equal_dtype_objects_share_nodes() -> None:
+    a, b = dtypes.int32.vec(2), dtypes.int32.vec(2)
+    assert a is not b and a == b
+    assert UOp(Ops.VCONST, a, (), (1, 2)) is UOp(Ops.VCONST, b, (), (1, 2))
+    assert UOp(Ops.VCONST, a, (), (1, 2)) is not UOp(Ops.VCONST, dtypes.int64.vec(2), (), (1, 2))
