@@ -20,8 +20,6 @@ import math
 import struct
 from math import gcd
 
-import numpy as np
-
 from uops.dtypes import DType, dtypes, truncate
 from uops.ops import GroupOp, Ops
 from uops.rewrite import PatternMatcher, UPat, graph_rewrite
@@ -155,8 +153,7 @@ def exec_alu(op: Ops, dtype: DType, vals: tuple[ConstType, ...]) -> ConstType | 
     if res is None:
         return None
     if dtype.kind == "f":
-        with np.errstate(over="ignore"):
-            out = truncate(res, dtype)
+        out = truncate(res, dtype)
         return None if isinstance(out, float) and math.isnan(out) else out
     return truncate(res, dtype)
 
@@ -165,9 +162,6 @@ def _cast_const(v: ConstType, src: DType, dst: DType) -> ConstType | None:
     if dst.kind in "iu" and isinstance(v, float):
         if not math.isfinite(v) or not dtypes.min(dst) <= math.trunc(v) <= dtypes.max(dst):
             return None  # out-of-range float -> int is undefined in C
-    if dst.kind == "f":
-        with np.errstate(over="ignore"):
-            return truncate(v, dst)
     return truncate(v, dst)
 
 
