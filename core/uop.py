@@ -62,7 +62,7 @@ class UOp:
         tok = _dt_fast.get(id(dtype))
         if tok is None or tok[0] is not dtype:
             tok = _dtype_token(dtype)
-        key = (op, tok[1], src, arg)
+        key = (op, tok[1], src, arg if arg.__class__ is not float or (arg != 0.0 and arg == arg) else _float_key(arg))
         try:
             ref = _cache.get(key)
         except TypeError:
@@ -361,6 +361,11 @@ _set_dtype = UOp.dtype.__set__  # type: ignore[attr-defined,misc]
 _set_src = UOp.src.__set__  # type: ignore[attr-defined,misc]
 _set_arg = UOp.arg.__set__  # type: ignore[attr-defined,misc]
 _set_vrange = UOp._vrange.__set__  # type: ignore[attr-defined,misc,union-attr]
+
+
+def _float_key(x: float) -> tuple[type, str]:
+    """-0.0 == 0.0 and nan != nan, so these floats are keyed by their spelling."""
+    return (float, "nan" if x != x else "-0.0" if math.copysign(1.0, x) < 0 else "0.0")
 
 
 def _fmt_arg(arg: Any) -> str:

@@ -42,3 +42,9 @@ def test_rule_returning_non_uop_names_the_rule():
     pm = PatternMatcher([(UPat(Ops.DEFINE_VAR, name="x"), bad_rule)])
     with pytest.raises(TypeError, match="bad_rule"):
         graph_rewrite(UOp.variable("v", 0, 1), pm)
+
+
+def test_signed_zero_and_nan_constants_are_distinct_nodes_but_consed():
+    neg, pos = UOp.const(dtypes.float32, -0.0), UOp.const(dtypes.float32, 0.0)
+    assert neg is not pos and str(neg.arg) == "-0.0"
+    assert UOp.const(dtypes.float32, float("nan")) is UOp.const(dtypes.float32, float("nan"))
