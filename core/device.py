@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
+
 from uops.dtypes import DType, PtrDType, to_numpy
 
 __all__ = ["Allocator", "Buffer", "BufferFreedError", "HostAllocator", "Program", "Runtime", "copy_between"]

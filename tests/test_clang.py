@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from uops.compiler import CompileError, CompilerUnavailableError, clear_memory_cache
 from uops.device import Buffer
 from uops.dtypes import dtypes

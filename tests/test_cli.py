@@ -66,7 +66,7 @@ def test_compile_for_cuda_without_a_gpu() -> None:
         pytest.skip("the uops-cuda plugin is not installed")
     r = uops("compile", "--device", "CUDA", "(a*b).sum(axis=1).relu()", "--stages")
     assert r.returncode == 0, r.stderr
-    assert '__global__' in r.stdout and "on CUDA (sm_" in r.stdout
+    assert "__global__" in r.stdout and "on CUDA (sm_" in r.stdout
 
 
 @pytest.mark.parametrize(

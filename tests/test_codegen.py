@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+from conftest import available_devices
 
 from uops import AxisType, Ops, UOp, dtypes
 from uops.codegen.linearizer import linearize
@@ -19,17 +19,7 @@ from uops.dtypes import to_numpy
 from uops.plugins import Device
 from uops.spec import SpecError, verify
 
-
-def _devices() -> list[str]:
-    """Every device that compiles and runs here (as tests/conftest.py; repeated so this file runs alone)."""
-    names = {row.device for row in Device.status() if row.status == "ok"} | {"PYTHON"}
-    only = os.environ.get("UOPS_TEST_DEVICES", "").strip()
-    if only:
-        names &= {d.strip().upper() for d in only.split(",")}
-    return sorted(names)
-
-
-DEVICES = _devices()
+DEVICES = available_devices()
 
 
 def glob(slot: int, dt=dtypes.float32) -> UOp:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from uops.compiler import CompileError, Compiler, cache_dir, clear_memory_cache, read_entry, write_entry
 
 

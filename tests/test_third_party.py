@@ -120,7 +120,8 @@ def test_third_party_plugin_runs_a_kernel(venv: Venv) -> None:
 def test_compiler_path_kernels_run_on_cpu_from_a_real_install(venv: Venv, tmp_path: Path) -> None:
     tests = tmp_path / "t"
     tests.mkdir()
-    shutil.copy(REPO_ROOT / "tests" / "test_codegen.py", tests / "test_codegen.py")
+    for name in ("test_codegen.py", "conftest.py"):
+        shutil.copy(REPO_ROOT / "tests" / name, tests / name)
     proc = venv.run_python(
         textwrap.dedent(
             f"""

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from uops.device import Allocator, HostAllocator, Program, Runtime
 from uops.dtypes import DType, PtrDType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
 from uops.ops import AxisType, Ops

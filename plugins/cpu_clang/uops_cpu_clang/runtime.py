@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from uops.device import Buffer, HostAllocator, Program, Runtime
 
 __all__ = ["ClangProgram", "ClangRuntime"]
