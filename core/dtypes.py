@@ -34,6 +34,13 @@ class DType:
     kind: str  # 'b' bool, 'i' signed, 'u' unsigned, 'f' float
     count: int = 1
 
+    def __post_init__(self) -> None:
+        # dtypes are hashed on every UOp-cache lookup and dtype-filtered rule: hash the fields once
+        object.__setattr__(self, "_hash", hash((type(self), *(getattr(self, f) for f in self.__dataclass_fields__))))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined, no-any-return]
+
     def vec(self, n: int) -> DType:
         if self.count != 1:
             raise ValueError(f"cannot make a vector of the vector type {self}")
@@ -62,6 +69,8 @@ class PtrDType(DType):
     base: DType = None  # type: ignore[assignment]
     addrspace: AddrSpace = AddrSpace.GLOBAL
     size: int = -1  # elements, -1 when unknown (global buffers)
+
+    __hash__ = DType.__hash__
 
     def vec(self, n: int) -> DType:
         raise ValueError("pointer types have no vector form; vectorise the base type")

@@ -7,6 +7,7 @@ rewritten once.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import itertools
 import keyword
@@ -411,6 +412,18 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     again after if a source changed. Bottom-up: sources first, then the node. Either way each
     result is itself rewritten until no rule fires. Memoized within the call.
     """
+    # UOps are an immutable DAG: a rewrite makes no reference cycles, so the cycle collector
+    # would only rescan the many young nodes a rewrite allocates. Pause it for the walk.
+    if not gc.isenabled():
+        return _graph_rewrite(sink, pm, ctx, bottom_up)
+    gc.disable()
+    try:
+        return _graph_rewrite(sink, pm, ctx, bottom_up)
+    finally:
+        gc.enable()
+
+
+def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> UOp:
     replace: dict[UOp, UOp] = {}
     table = pm.table
     rget, rgetitem = replace.get, replace.__getitem__

@@ -154,6 +154,9 @@ def test_floordiv_mod_pow_like_numpy(device):
     close(ta % tb, a % b)
     close(ta**2, a**2)
     close(ta**3, a**3)
+    close(ta**13, a**13)  # exact, with int32 wraparound like numpy
+    with pytest.raises(ValueError, match="negative integer powers"):
+        ta**-1
     f = np.array([-7.5, -1.0, 0.25, 3.0, 8.5], dtype=np.float32)
     g = np.array([2.0, -4.0, 0.5, 5.0, -3.0], dtype=np.float32)
     tf, tg = Tensor(f, device=device), Tensor(g, device=device)

@@ -662,7 +662,14 @@ class Tensor(_Casts):
         return fix.where(r + b, r)
 
     def pow(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-        if not reverse and isinstance(y, int) and not isinstance(y, bool) and 0 <= y <= 8:
+        int_exponent = y if not reverse and isinstance(y, int) and not isinstance(y, bool) else None
+        if int_exponent is not None and int_exponent < 0 and not dtypes.is_float(self.dtype):
+            raise ValueError(
+                f"integers to negative integer powers are not allowed ({self.dtype.name} ** {y}); cast to float first"
+            )
+        # square-and-multiply: exact for integer dtypes at any exponent, a few roundings for floats
+        if int_exponent is not None and 0 <= int_exponent and (int_exponent <= 8 or not dtypes.is_float(self.dtype)):
+            y = int_exponent
             if y == 0:
                 return self.ones_like()
             result: Tensor | None = None
