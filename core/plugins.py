@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from uops.versions import SpecifierError, normalize_dist, specifier_contains, uops_range
+
 if TYPE_CHECKING:
     from uops.compiler import Compiler
     from uops.device import Allocator, Runtime
@@ -37,12 +39,10 @@ __all__ = [
     "DeviceHandle",
     "PluginError",
     "PluginStatus",
-    "SpecifierError",
     "UopsHookSpec",
     "hookimpl",
     "hookspec",
     "register_backend",
-    "specifier_contains",
     "unregister_backend",
 ]
 
@@ -95,155 +95,6 @@ class Backend:
     probe_runtime: Callable[[], str | None]
     targets: tuple[str, ...] = ()
     priority: int = 10
-
-
-# ---------------------------------------------------------------------------------------------
-# Version specifiers (a small PEP 440 subset; no dependency on `packaging`)
-# ---------------------------------------------------------------------------------------------
-
-
-class SpecifierError(ValueError):
-    """A version or a version specifier that cannot be parsed."""
-
-
-# patterns are compiled on first use (by re's own cache): listing devices never needs them
-_VERSION_RE = r"""^\s*v?
-    (?:(?P<epoch>\d+)!)?
-    (?P<release>\d+(?:\.\d+)*)
-    (?:[-_.]?(?P<pre_l>a|b|c|rc|alpha|beta|pre|preview)[-_.]?(?P<pre_n>\d+)?)?
-    (?:-(?P<post_n1>\d+)|[-_.]?(?:post|rev|r)[-_.]?(?P<post_n2>\d+)?(?P<post_l>))?
-    (?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>\d+)?)?
-    (?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?
-    \s*$"""
-_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
-_CLAUSE_RE = r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)\s*$"
-
-
-@dataclass(frozen=True)
-class _Version:
-    epoch: int
-    release: tuple[int, ...]
-    pre: tuple[int, int] | None
-    post: int | None
-    dev: int | None
-
-    @staticmethod
-    def parse(text: str) -> _Version:
-        m = re.match(_VERSION_RE, text, re.IGNORECASE | re.VERBOSE)
-        if m is None:
-            raise SpecifierError(f"{text!r} is not a PEP 440 version")
-        pre = None
-        if m["pre_l"]:
-            pre = (_PRE_RANK[m["pre_l"].lower()], int(m["pre_n"] or 0))
-        post = None
-        if m["post_n1"] is not None:
-            post = int(m["post_n1"])
-        elif m["post_l"] is not None:
-            post = int(m["post_n2"] or 0)
-        dev = int(m["dev_n"] or 0) if m["dev_l"] else None
-        return _Version(int(m["epoch"] or 0), tuple(int(p) for p in m["release"].split(".")), pre, post, dev)
-
-    @property
-    def is_pre(self) -> bool:
-        return self.pre is not None or self.dev is not None
-
-    def key(self) -> tuple[Any, ...]:
-        rel = list(self.release)
-        while len(rel) > 1 and rel[-1] == 0:
-            rel.pop()
-        # ordering as in PEP 440: X.devN < X.aN < X.bN < X.rcN < X < X.postN
-        pre: tuple[int, ...] = (
-            (-1,)
-            if self.pre is None and self.post is None and self.dev is not None
-            else (1,)
-            if self.pre is None
-            else (0, *self.pre)
-        )
-        post: tuple[int, ...] = (-1,) if self.post is None else (0, self.post)
-        dev: tuple[int, ...] = (1,) if self.dev is None else (0, self.dev)
-        return (self.epoch, tuple(rel), pre, post, dev)
-
-
-def _prefix_match(version: _Version, prefix: str) -> bool:
-    want = _Version.parse(prefix)
-    if want.pre is not None or want.post is not None or want.dev is not None:
-        raise SpecifierError(f"'{prefix}.*': a wildcard prefix must be a plain release like 0.1")
-    rel = version.release + (0,) * max(0, len(want.release) - len(version.release))
-    return version.epoch == want.epoch and rel[: len(want.release)] == want.release
-
-
-def _clause_contains(op: str, spec: str, v: _Version, raw: str) -> bool:
-    if op == "===":
-        return raw.strip().lower() == spec.lower()
-    if op in ("==", "!=") and spec.endswith(".*"):
-        hit = _prefix_match(v, spec[:-2])
-        return hit if op == "==" else not hit
-    s = _Version.parse(spec)
-    if op in ("==", "!="):
-        # a local label (+xyz) on the candidate is ignored when the specifier has none
-        hit = v.key() == s.key()
-        return hit if op == "==" else not hit
-    if op == ">=":
-        return v.key() >= s.key()
-    if op == "<=":
-        return v.key() <= s.key()
-    if op == "<":
-        # `<0.2` does not admit 0.2.dev1 / 0.2rc1 (pre-releases of the excluded version)
-        same_base = (
-            _Version(v.epoch, v.release, None, None, None).key() == _Version(s.epoch, s.release, None, None, None).key()
-        )
-        return v.key() < s.key() and not (v.is_pre and not s.is_pre and same_base)
-    if op == ">":
-        same_base = (
-            _Version(v.epoch, v.release, None, None, None).key() == _Version(s.epoch, s.release, None, None, None).key()
-        )
-        return v.key() > s.key() and not (v.post is not None and s.post is None and same_base)
-    if op == "~=":
-        if len(s.release) < 2:
-            raise SpecifierError(f"'~={spec}': a compatible-release clause needs at least two components (like ~=0.1)")
-        prefix = ".".join(str(p) for p in s.release[:-1])
-        return v.key() >= s.key() and _prefix_match(v, prefix)
-    raise SpecifierError(f"unknown operator {op!r}")  # pragma: no cover - the regex admits only the above
-
-
-def specifier_contains(specifier: str, version: str) -> bool:
-    """Whether `version` satisfies `specifier` (e.g. ``">=0.1,<0.2"``, ``"~=0.1"``, ``"==0.1.*"``).
-
-    Supports ``~= == != <= >= < > ===`` and ``.*`` wildcards. Pre-releases of the candidate are
-    admitted (a development core must still load plugins), except that ``<X`` excludes X's own
-    pre-releases. An empty specifier admits everything.
-    """
-    v = _Version.parse(version)
-    clauses = [c for c in specifier.split(",") if c.strip()]
-    for clause in clauses:
-        m = re.match(_CLAUSE_RE, clause)
-        if m is None:
-            raise SpecifierError(f"{clause.strip()!r} is not a version clause like '>=0.1'")
-        if not _clause_contains(m[1], m[2], v, version):
-            return False
-    return True
-
-
-_REQ_RE = r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*?)\s*(?:;(.*))?$"
-
-
-def _normalize_dist(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _uops_range(requires: list[str] | None) -> str | None:
-    """The version range a distribution requires of `uops` (None when it declares none)."""
-    for req in requires or ():
-        m = re.match(_REQ_RE, req)
-        if m is None or _normalize_dist(m[1]) != "uops":
-            continue
-        if m[3] and "extra" in m[3]:
-            continue  # a requirement of an optional extra, not of the plugin itself
-        spec = m[2].strip()
-        if spec.startswith("@"):
-            return ""  # a direct URL: no version range to check
-        return spec.removeprefix("(").removesuffix(")").strip()
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -493,9 +344,9 @@ class _Registry:
 
     def _apply_disabled(self, rec: _Record, disabled: set[str]) -> None:
         self._read_metadata(rec)
-        dist = _normalize_dist(rec.distribution) if rec.distribution else None
+        dist = normalize_dist(rec.distribution) if rec.distribution else None
         for d in disabled:
-            if d.upper() == rec.device or (dist is not None and _normalize_dist(d) == dist and not rec.builtin):
+            if d.upper() == rec.device or (dist is not None and normalize_dist(d) == dist and not rec.builtin):
                 rec.state = "disabled"
                 rec.reason = "disabled by UOPS_DISABLE_PLUGINS"
                 rec.fix = f"remove {d} from UOPS_DISABLE_PLUGINS to use it"
@@ -513,7 +364,7 @@ class _Registry:
             return
         rec.distribution = dist.metadata["Name"] or None
         rec.version = dist.version
-        rec.api_range = _uops_range(dist.requires)
+        rec.api_range = uops_range(dist.requires)
 
     def names(self) -> list[str]:
         """Device names of every installed, non-disabled backend, from metadata alone (imports no plugin)."""

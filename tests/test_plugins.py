@@ -14,12 +14,11 @@ from uops.plugins import (
     Backend,
     Device,
     PluginError,
-    SpecifierError,
     _Registry,
     register_backend,
-    specifier_contains,
     unregister_backend,
 )
+from uops.versions import SpecifierError, specifier_contains
 from venv_helpers import Venv, make_venv, write_plugin
 
 # ---------------------------------------------------------------------------------------------
@@ -513,14 +512,14 @@ def test_zip_on_sys_path_falls_back_to_importlib_metadata(tmp_path, monkeypatch:
 
 
 def test_uops_range_from_requires() -> None:
-    from uops.plugins import _uops_range
+    from uops.versions import uops_range
 
-    assert _uops_range(["numpy>=1", "uops<0.2,>=0.1"]) == "<0.2,>=0.1"
-    assert _uops_range(["uops (>=0.1,<0.2)"]) == ">=0.1,<0.2"
-    assert _uops_range(['uops>=0.3; extra == "test"', "uops~=0.1"]) == "~=0.1"
-    assert _uops_range(["UOPS[x] >=0.1 ; python_version >= '3.11'"]) == ">=0.1"
-    assert _uops_range(["uops-extras>=1"]) is None
-    assert _uops_range(None) is None
+    assert uops_range(["numpy>=1", "uops<0.2,>=0.1"]) == "<0.2,>=0.1"
+    assert uops_range(["uops (>=0.1,<0.2)"]) == ">=0.1,<0.2"
+    assert uops_range(['uops>=0.3; extra == "test"', "uops~=0.1"]) == "~=0.1"
+    assert uops_range(["UOPS[x] >=0.1 ; python_version >= '3.11'"]) == ">=0.1"
+    assert uops_range(["uops-extras>=1"]) is None
+    assert uops_range(None) is None
 
 
 # ---------------------------------------------------------------------------------------------
