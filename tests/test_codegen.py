@@ -247,3 +247,19 @@ def test_python_backend_runs_bfloat16_and_float16():
         got, _ = run(ast, "PYTHON", [host], (n,), out_dtype=to_numpy(dt))
         vals = bf16_to_f32(got) if dt == dtypes.bfloat16 else got.astype(np.float32)
         np.testing.assert_allclose(vals, x * 3, rtol=1e-2)
+
+
+def test_grid_too_tall_for_a_launch_dimension_is_flattened():
+    # CUDA's grid allows only 65535 blocks in y and z: a (70000, 2) output must still launch
+    from uops.backends.python.renderer import PythonRenderer
+
+    ren = PythonRenderer()
+    rows, cols = 70000, 2
+    i, j = UOp.range(rows, 0, AxisType.GLOBAL), UOp.range(cols, 1, AxisType.GLOBAL)
+    ast = UOp.sink(glob(0).index(i * cols + j).store(glob(1).index(i * cols + j).load() + 1.0))
+    _, dims = full_rewrite_to_sink(ast, ren)
+    sizes = [int(g.arg) for g in dims.global_size]
+    assert sizes == [rows * cols] and all(s <= m for s, m in zip(sizes, ren.global_max))
+    x = np.random.rand(rows, cols).astype(np.float32)
+    got, _ = run(ast, "PYTHON", [x], (rows, cols))
+    np.testing.assert_allclose(got, x + 1)

@@ -125,6 +125,15 @@ def _pick_local(end: UOp, limit: int) -> int:
     return best
 
 
+def _fits_grid(groups: list[list[UOp]], limits: tuple[int, ...]) -> bool:
+    """Whether each group (innermost last) fits its launch dimension (innermost -> dimension 0)."""
+    for d, axes in enumerate(reversed(groups)):
+        total = math.prod(int(a.src[0].vmax) for a in axes)
+        if total > limits[d]:
+            return False
+    return True
+
+
 def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
     """Replace output (GLOBAL) ranges. Returns the new sink, launch dims and the loop ranges created."""
     out_ranges = sorted(
@@ -146,6 +155,8 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
     groups: list[list[UOp]] = [[r] for r in out_ranges]
     while len(groups) > ndim:
         groups = [groups[0] + groups[1], *groups[2:]]
+    if not _fits_grid(groups, ren.global_max):
+        groups = [out_ranges] if out_ranges else []  # one flat dimension: dimension 0 has the largest limit
     idx_by_dim: list[tuple[list[UOp], int]] = list(zip(reversed(groups), range(len(groups))))  # innermost -> dim 0
     threads_left = ren.local_threads_max or 1
     for axes, d in idx_by_dim:
