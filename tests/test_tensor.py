@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from uops import Tensor, dtypes
+from uops.plugins import PluginError
 
 RNG = np.random.default_rng(0)
 
@@ -540,6 +541,8 @@ def test_clear_errors():
         t.permute(0, 0)
     with pytest.raises(ValueError, match=r"cannot expand shape \(2, 3\) to \(2, 4\)"):
         t.expand(2, 4)
+    with pytest.raises(PluginError, match="unknown device 'NOPE'"):
+        Tensor([1.0], device="nope")
 
 
 def _devices() -> list[str]:

@@ -33,7 +33,16 @@ def _canonical_device(device: str | None) -> str:
         return Device.DEFAULT
     if not isinstance(device, str):
         raise TypeError(f"device must be a string like 'CPU' or 'PYTHON', got {type(device).__name__}")
-    return device.strip().upper()
+    name = device.strip().upper()
+    if name not in _known_devices:
+        from uops.plugins import Device
+
+        Device[name]  # an unknown device fails here, naming the installed ones, not later at realize()
+        _known_devices.add(name)
+    return name
+
+
+_known_devices: set[str] = set()
 
 
 def _to_dtype(dtype: DType | str | type | np.dtype | None) -> DType | None:
