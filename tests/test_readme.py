@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,18 @@ def test_test_command_from_a_fresh_clone(clone: Path) -> None:
     r = run(tests, clone, "tests/test_uop.py", "-p", "no:cacheprovider")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert re.search(r"\d+ passed", r.stdout)
+
+
+def test_first_program_in_the_readme_runs() -> None:
+    from uops.plugins import Device
+
+    if "CPU" not in Device.names():
+        pytest.skip("the README's first program uses the CPU plugin")
+    block = re.search(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert block, "README.md has a first program"
+    proc = subprocess.run(
+        [sys.executable, "-c", block.group(1)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "kernels" in proc.stdout
