@@ -51,12 +51,15 @@ ConstType = bool | int | float
 
 
 class UOp:
-    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_rw", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
     arg: Any
     _vrange: tuple[ConstType, ConstType] | None
+    # graph_rewrite(memo=True)'s result for this node: the PatternMatcher itself when the node is
+    # its own result, else (matcher, result). Held by the node, so it is freed with it.
+    _rw: Any
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         tok = _dt_fast.get(id(dtype))
@@ -75,6 +78,7 @@ class UOp:
         _set_src(self, src)
         _set_arg(self, arg)
         _set_vrange(self, None)
+        _set_rw(self, None)
         ref = _cache[key] = _Ref(self, _remove_dead)
         ref.key = key
         return self
@@ -361,6 +365,7 @@ _set_dtype = UOp.dtype.__set__  # type: ignore[attr-defined,misc]
 _set_src = UOp.src.__set__  # type: ignore[attr-defined,misc]
 _set_arg = UOp.arg.__set__  # type: ignore[attr-defined,misc]
 _set_vrange = UOp._vrange.__set__  # type: ignore[attr-defined,misc,union-attr]
+_set_rw = UOp._rw.__set__  # type: ignore[attr-defined,misc]
 
 
 def _float_key(x: float) -> tuple[type, str]:
@@ -426,10 +431,72 @@ def _cmod(a: int, b: int) -> int:
     return a - _cdiv(a, b) * b
 
 
+# scalar integer dtypes -> (min, max): the fast path of _compute_range
+_INT_BOUNDS: dict[DType, tuple[int, int]] = {
+    dt: (int(dtypes.min(dt)), int(dtypes.max(dt)))
+    for dt in (
+        dtypes.int8,
+        dtypes.uint8,
+        dtypes.int16,
+        dtypes.uint16,
+        dtypes.int32,
+        dtypes.uint32,
+        dtypes.int64,
+        dtypes.uint64,
+    )
+}
+_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
+_CONST, _DEFINE_VAR = Ops.CONST, Ops.DEFINE_VAR
+_FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
+
+
 def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
     dt = u.dtype
     op = u.op
-    if isinstance(dt, PtrDType) or dt == dtypes.void or dt.count > 1:
+    if dt.__class__ is DType and (bounds := _INT_BOUNDS.get(dt)) is not None:
+        # scalar integers, the common ops: the answers of the general code below, cheaper. Anything
+        # unusual (a float or out-of-range bound, a wide multiplier) falls through to the general code.
+        if op is _CONST:
+            return u.arg, u.arg
+        if op is _DEFINE_VAR:
+            return u.arg[1], u.arg[2]
+        if op in _FAST_BINARY:
+            s = u.src
+            a0, a1 = s[0]._range()
+            b0, b1 = s[1]._range()
+            if op is _ADD:
+                lo, hi = a0 + b0, a1 + b1
+            elif op is _MUL and b0 == b1 and b0 >= 0:
+                lo, hi = a0 * b0, a1 * b0
+                if lo == hi:
+                    hi = lo  # max() of equal corners keeps the first
+            elif op is _MOD and b0 > 0 and a0 >= 0:
+                return (a0 if a1 < b0 else 0), min(a1, b1 - 1)
+            elif (
+                op is _IDIV
+                and b0 == b1
+                and b0 > 0
+                and a0 >= 0
+                and a0.__class__ is int
+                and a1.__class__ is int
+                and b0.__class__ is int
+            ):
+                lo, hi = a0 // b0, a1 // b0
+            elif op is _SUB:
+                lo, hi = a0 - b1, a1 - b0
+            elif op is _MAX:
+                lo, hi = max(a0, b0), max(a1, b1)
+            else:
+                return _compute_range_general(u)
+            if bounds[0] <= lo <= hi <= bounds[1]:
+                return lo, hi
+    return _compute_range_general(u)
+
+
+def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
+    dt = u.dtype
+    op = u.op
+    if isinstance(dt, PtrDType) or dt.kind == "v" or dt.count > 1:
         return dtypes.min(dt.scalar()) if dt.kind != "v" else 0, dtypes.max(dt.scalar()) if dt.kind != "v" else 0
     if op is Ops.CONST:
         return u.arg, u.arg
