@@ -226,7 +226,9 @@ class _Gen:
             conds.append(f"{v}.arg == {self.const(p.arg)}")
         if p.dtypes is not None:
             d = self.const(p.dtypes)
-            conds.append(f"({v}.dtype in {d} or {v}.dtype.scalar() in {d})")
+            # identity first (the pattern holds its dtypes, so their ids stay theirs): no DType hashing
+            ids = self.const(frozenset(id(x) for x in p.dtypes))
+            conds.append(f"(id({v}.dtype) in {ids} or {v}.dtype in {d} or {v}.dtype.scalar() in {d})")
         if conds:
             self.lines.append(f"{pad}if not ({' and '.join(conds)}): {fail}")
         if p.name is not None:
@@ -241,7 +243,15 @@ class _Gen:
             if _names_in(p.src):
                 raise _Fallback("names inside a repeated source pattern")
             if not _trivial(p.src):
-                self.lines.append(f"{pad}if not all(map({self.const(_compile_pred(p.src))}, {v}.src)): {fail}")
+                pred = self.const(_compile_pred(p.src))
+                q = p.src
+                if v == "u" and q.ops is not None and q.dtypes is None and q.arg is _ANY and q.src is None:
+                    # an op check on every source of the root: inline for two sources
+                    k = self.const(next(iter(q.ops)) if len(q.ops) == 1 else q.ops)
+                    c0, c1 = (f"us[{i}].op {'is' if len(q.ops) == 1 else 'in'} {k}" for i in (0, 1))
+                    self.lines.append(f"{pad}if not (({c0} and {c1}) if ul == 2 else all(map({pred}, us))): {fail}")
+                else:
+                    self.lines.append(f"{pad}if not all(map({pred}, {v}.src)): {fail}")
             return ind, loop
         items = p.src[0] if len(p.src) == 1 else p._items
         n = len(items)

@@ -199,7 +199,7 @@ def _exact(u: UOp) -> bool:
 class _Sum:
     """An integer expression flattened into sum(coeff * base) + const (bases in first-use order)."""
 
-    __slots__ = ("terms", "occ", "k", "nconst", "skel", "exact")
+    __slots__ = ("terms", "occ", "k", "nconst", "skel", "exact", "rep", "mods")
 
     def __init__(self) -> None:
         self.terms: dict[UOp, int] = {}
@@ -208,6 +208,8 @@ class _Sum:
         self.nconst = 0
         self.skel = 0  # nodes of the ADD/SUB/NEG/MUL-by-const skeleton, constants included
         self.exact = True  # no skeleton node may have wrapped
+        self.rep = False  # some base occurs more than once
+        self.mods = False  # some base is a MOD
 
 
 _LINEAR = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL})
@@ -222,16 +224,13 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
     terms, occ = s.terms, s.occ
     k = nconst = skel = 0
     ok = exact
-    stack: list[tuple[UOp, int]] = [(u, 1)]
+    rep = mods = False
+    # depth first, sources left to right: the first source is followed in place, the others stacked
+    stack: list[tuple[UOp, int]] = []
     pop, push = stack.pop, stack.append
-    while stack:
-        n, c = pop()
+    n, c = u, 1
+    while True:
         op = n.op
-        if op is _CONST:
-            k += c * n.arg
-            nconst += 1
-            skel += 1
-            continue
         if op is _ADD or op is _SUB or op is _NEG or (op is _MUL and n.src[1].op is _CONST):
             skel += 1
             if ok:
@@ -241,25 +240,34 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
             src = n.src
             if op is _ADD:
                 push((src[1], c))
-                push((src[0], c))
             elif op is _SUB:
                 push((src[1], -c))
-                push((src[0], c))
             elif op is _NEG:
-                push((src[0], -c))
+                c = -c
             else:
                 skel += 1
-                push((src[0], c * src[1].arg))
+                c = c * src[1].arg
+            n = src[0]
             continue
-        if n in occ:
+        if op is _CONST:
+            k += c * n.arg
+            nconst += 1
+            skel += 1
+        elif n in occ:
             terms[n] += c
             occ[n] += 1
+            rep = True
         else:
             terms[n] = c
             occ[n] = 1
+            if op is _MOD:
+                mods = True
             if len(occ) > limit:
                 return None
-    s.k, s.nconst, s.skel, s.exact = k, nconst, skel, ok and exact
+        if not stack:
+            break
+        n, c = pop()
+    s.k, s.nconst, s.skel, s.exact, s.rep, s.mods = k, nconst, skel, ok and exact, rep, mods
     return s
 
 
@@ -272,19 +280,21 @@ def _leaf(u: UOp) -> bool:
 def _build(terms: list[tuple[UOp, int]], k: int, like: UOp) -> UOp:
     """sum(coeff * base) + k, constants last, negative coefficients as SUB."""
     acc: UOp | None = None
+    dt = like.dtype
     for b, c in terms:
         if c == 0:
             continue
+        bd = b.dtype
         if acc is None:
-            acc = b if c == 1 else (UOp(_NEG, b.dtype, (b,)) if c == -1 else b * c)
+            acc = b if c == 1 else (UOp(_NEG, bd, (b,)) if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, c))))
         elif c > 0:
-            acc = acc + (b if c == 1 else b * c)
+            acc = UOp(_ADD, acc.dtype, (acc, b if c == 1 else UOp(_MUL, bd, (b, UOp.const(bd, c)))))
         else:
-            acc = acc - (b if c == -1 else b * (-c))
+            acc = UOp(_SUB, acc.dtype, (acc, b if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, -c)))))
     if acc is None:
         return like.const_like(k)
-    if truncate(k, like.dtype) != 0:
-        acc = acc + k
+    if truncate(k, dt) != 0:
+        acc = UOp(_ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
     return acc
 
 
@@ -484,17 +494,23 @@ def _collect(x: UOp) -> UOp | None:
     if f is None:
         return None
     terms = f.terms
-    changed = len(f.occ) < sum(f.occ.values()) or f.nconst >= 2
-    # (y//c)*(c*m) + (y%c)*m -> y*m: C's identity a == (a/b)*b + a%b holds for every sign
-    for b in list(terms):
-        if b.op is _MOD and b.src[1].op is _CONST and terms.get(b):
-            d = UOp(_IDIV, b.dtype, b.src)
-            m = terms[b]
-            if terms.get(d) == m * b.src[1].arg:
-                y = b.src[0]
-                terms[b] = terms[d] = 0
-                terms[y] = terms.get(y, 0) + m
-                changed = True
+    changed = f.rep or f.nconst >= 2
+    if f.mods:
+        # (y//c)*(c*m) + (y%c)*m -> y*m: C's identity a == (a/b)*b + a%b holds for every sign
+        divs = {b.src: b for b in terms if b.op is _IDIV and b.arg is None}
+        for b in list(terms):
+            if b.op is _MOD and b.src[1].op is _CONST and terms.get(b):
+                d = divs.get(b.src)
+                if d is None or (d.dtype is not b.dtype and d.dtype != b.dtype):
+                    continue
+                m = terms[b]
+                if terms.get(d) == m * b.src[1].arg:
+                    y = b.src[0]
+                    terms[b] = terms[d] = 0
+                    terms[y] = terms.get(y, 0) + m
+                    if y.op is _IDIV and y.arg is None:
+                        divs.setdefault(y.src, y)
+                    changed = True
     const_last = x.op is _ADD and x.src[1].op is _CONST
     if not changed and not (f.nconst == 1 and not const_last):
         return None
