@@ -593,7 +593,10 @@ def _graph_rewrite_memo(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool
             push(POST)
             for s in reversed(src):
                 if s not in replace:
-                    push(s)
+                    if s._rw is pm:  # a memoized fixed point, the most common memo hit: no visit
+                        replace[s] = s
+                    else:
+                        push(s)
     # one memo per node, the latest matcher's. A node that is its own result (every result is a
     # fixed point) stores the matcher alone: no node -> result -> node reference cycle, no tuple.
     for k, v in replace.items():

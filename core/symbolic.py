@@ -310,8 +310,25 @@ def _build_skel(terms: list[tuple[UOp, int]], k: int, dt: DType) -> int:
     return n + (2 if truncate(k, dt) != 0 else 0)
 
 
+def _tree_size_upto(u: UOp, limit: int) -> int:
+    """tree_size(u) if it is at most ``limit``, else some number above ``limit`` (a walk of the tree
+    that stops early, cheaper than tree_size for the small expressions rules compare)."""
+    n = 0
+    stack = [u]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        n += 1
+        if n > limit:
+            return n
+        extend(pop().src)
+    return n
+
+
 def _not_larger(new: UOp, old: UOp) -> bool:
-    return tree_size(new) <= tree_size(old)
+    size = _tree_size_upto(old, 256)
+    if size > 256:
+        size = tree_size(old)
+    return _tree_size_upto(new, size) <= size
 
 
 # ----------------------------------------------------------------------------------------
@@ -456,15 +473,15 @@ def _bool_cmp_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
 
 
 def _range_fold(x: UOp) -> UOp | None:
+    lo, hi = x._vrange or x._range()
+    if lo != hi:
+        return None
     dt = x.dtype
     if dt.count != 1 or dt.kind == "f" or dt.kind == "v":
         return None
     if x.op in GroupOp.Comparison and x.src[0].dtype.kind == "f":
         return None  # float ranges are not rounded like the hardware rounds: no decisions from them
-    lo, hi = x._range()
-    if lo == hi:
-        return UOp.const(dt, lo)
-    return None
+    return UOp.const(dt, lo)
 
 
 def _neg_neg(x: UOp) -> UOp:
