@@ -250,7 +250,7 @@ def decompositions(ops: frozenset[Ops]) -> PatternMatcher:
     if Ops.CMPEQ not in ops:
         rules.append((UPat(Ops.CMPEQ, src=(UPat.var("a"), UPat.var("b"))), lambda a, b: a.ne(b).ne(True)))
     if Ops.MAX not in ops:
-        rules.append((UPat(Ops.MAX, src=(UPat.var("a"), UPat.var("b"))), lambda a, b: (a < b).where(b, a)))
+        rules.append((UPat(Ops.MAX, src=(UPat.var("a"), UPat.var("b"))), _max_by_select))
     if Ops.MULACC not in ops:
         rules.append((UPat(Ops.MULACC, src=(UPat.var("a"), UPat.var("b"), UPat.var("c"))), lambda a, b, c: a * b + c))
     if Ops.NEG not in ops:
@@ -258,6 +258,14 @@ def decompositions(ops: frozenset[Ops]) -> PatternMatcher:
     if Ops.TRUNC not in ops:
         rules.append((UPat(Ops.TRUNC, src=(UPat.var("a"),)), lambda a: a.cast(dtypes.int64).cast(a.dtype)))
     return PatternMatcher(rules)
+
+
+def _max_by_select(a: UOp, b: UOp) -> UOp:
+    """MAX as a select that propagates NaN from either side, as the native MAX of every backend does."""
+    take_b = a < b
+    if dtypes.is_float(a.dtype):
+        take_b = take_b | b.ne(b)
+    return take_b.where(b, a)
 
 
 def _symbolic() -> PatternMatcher:
@@ -284,6 +292,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     """Kernel AST -> low-level SINK for ``ren``, plus the launch dimensions it needs."""
     verify(ast, "ast")
     _check_dtypes(ast, ren)
+    params = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL]
     ast = apply_opts(ast, opts or [], ren)
     ast = graph_rewrite(ast, pm_tidy_ast + _symbolic())
     sink, dims, loops = lower_axes(ast, ren)
@@ -293,8 +302,18 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     if ren.extra_matcher is not None:
         pm = pm + ren.extra_matcher
     sink = graph_rewrite(sink, pm)
+    sink = keep_all_params(params, sink)
     verify(sink, "lowered")
     return sink, dims
+
+
+def keep_all_params(params: list[UOp], sink: UOp) -> UOp:
+    """Every buffer slot of the AST stays a kernel parameter, even when simplification removed its last
+    use (``x * 0`` on ints, ``x - x``): callers pass one buffer per slot, in slot order, so a dropped
+    parameter would shift every later buffer onto the wrong argument."""
+    have = {u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}
+    lost = sorted((u for u in params if u not in have), key=lambda u: u.arg)
+    return UOp.sink(*sink.src, *lost, arg=sink.arg) if lost else sink
 
 
 def prod_int(xs: list[int]) -> int:

@@ -788,10 +788,16 @@ class Tensor(_Casts):
         return self._cmp(Ops.CMPLT, y, reverse=True)
 
     def __le__(self, y: Tensor | Scalar) -> Tensor:
-        return self._cmp(Ops.CMPLT, y, reverse=True).logical_not()
+        a, b = self._operands(y)
+        if dtypes.is_float(a.dtype):  # not (b < a) would be true for NaN; numpy says false
+            return (a < b) | (a == b)
+        return (b < a).logical_not()
 
     def __ge__(self, y: Tensor | Scalar) -> Tensor:
-        return self._cmp(Ops.CMPLT, y).logical_not()
+        a, b = self._operands(y)
+        if dtypes.is_float(a.dtype):
+            return (b < a) | (a == b)
+        return (a < b).logical_not()
 
     def __eq__(self, y: Tensor | Scalar) -> Tensor:  # type: ignore[override]
         return self._cmp(Ops.CMPEQ, y)
@@ -810,8 +816,11 @@ class Tensor(_Casts):
         return a._alu(Ops.MAX, b)
 
     def minimum(self, y: Tensor | Scalar) -> Tensor:
+        """Elementwise minimum; NaN on either side gives NaN, like numpy (through maximum)."""
         a, b = self._operands(y)
-        return (a < b).where(a, b)
+        if dtypes.is_bool(a.dtype):
+            return a._alu(Ops.AND, b)
+        return a._order_flip().maximum(b._order_flip())._order_flip()
 
     def where(self, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
         """``x`` where this (as bool) is true, else ``y``; all three broadcast."""
@@ -883,7 +892,8 @@ class Tensor(_Casts):
         return (self < 0).where(-self, self)
 
     def sign(self) -> Tensor:
-        return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        s = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        return (self != self).where(self, s) if dtypes.is_float(self.dtype) else s  # sign(NaN) is NaN
 
     def relu(self) -> Tensor:
         return self.maximum(0)
@@ -1019,7 +1029,10 @@ class Tensor(_Casts):
         m = self.max(a, keepdim=True)
         rev = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device)
         rev = rev.reshape((n,) + (1,) * (self.ndim - a - 1))
-        cand = (self == m).where(rev, 0)
+        hit = self == m
+        if dtypes.is_float(self.dtype):  # max is NaN when a NaN is there: the first NaN, as in numpy
+            hit = hit | (self != self)
+        cand = hit.where(rev, 0)
         return (n - cand.max(a, keepdim=keepdim)).cast(dtypes.int32)
 
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:

@@ -64,7 +64,10 @@ class CStyleRenderer(Renderer):
         Ops.IDIV: lambda a, b, dt: f"({a}/{b})",
         Ops.FDIV: lambda a, b, dt: f"({a}/{b})",
         Ops.MOD: lambda a, b, dt: f"({a}%{b})",
-        Ops.MAX: lambda a, b, dt: f"(({a}>{b})?{a}:{b})",
+        # NaN-propagating like numpy's maximum (and the PYTHON backend): a NaN on either side wins
+        Ops.MAX: lambda a, b, dt: (
+            f"((({a}>{b})||({a}!={a}))?{a}:{b})" if dtypes.is_float(dt) else f"(({a}>{b})?{a}:{b})"
+        ),
         Ops.CMPLT: lambda a, b, dt: f"({a}<{b})",
         Ops.CMPNE: lambda a, b, dt: f"({a}!={b})",
         Ops.CMPEQ: lambda a, b, dt: f"({a}=={b})",

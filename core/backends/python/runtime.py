@@ -227,8 +227,13 @@ class PythonProgram(Program):
             elif op is Ops.LOAD:
                 p: _Ptr = v[src[0]]
                 idx = p.idx if p.gate is None else np.where(p.gate, p.idx, 0)
-                self._check_bounds(p, idx, u)
-                raw = p.arr[tid, idx] if p.per_thread else p.arr[idx]
+                # only lanes whose gate is true dereference (they must be in bounds); the others read
+                # element 0 as a stand-in, or nothing at all from an empty buffer
+                self._check_bounds(p, p.idx if p.gate is None else p.idx[p.gate], u)
+                if p.arr.shape[-1] == 0:
+                    raw = np.zeros(n, dtype=p.arr.dtype)
+                else:
+                    raw = p.arr[tid, idx] if p.per_thread else p.arr[idx]
                 if not p.per_thread and dt.scalar() == dtypes.bfloat16:
                     raw = bf16_to_f32(raw)
                 raw = raw.astype(_np(dt), copy=False)
