@@ -16,7 +16,8 @@ float32). Ops whose outcome flips on a rounding difference (comparisons, floor, 
 int, argmax ties, ``//`` and ``%`` on floats) are only drawn on exact values; inexact values
 are compared with a tolerance scaled to their magnitude.
 
-``UOPS_FUZZ_EXAMPLES=n`` runs ``n`` examples per device (randomized) to hunt for new bugs.
+``UOPS_FUZZ_EXAMPLES=n`` runs ``n`` examples per device (randomized) to hunt for new bugs;
+``UOPS_FUZZ_STEPS=k`` draws programs of up to ``k`` steps (default 8).
 
 Regression tests for the bugs the fuzzer found sit at the end of this file.
 """
@@ -44,6 +45,7 @@ INT_LIMIT = 1 << 15  # int values stay this small: no int32 overflow anywhere (i
 FLOAT_LIMIT = 1e5  # float values stay this small (and finite) outside the special-values test
 
 _HUNT = int(os.environ.get("UOPS_FUZZ_EXAMPLES", "0"))
+_STEPS = int(os.environ.get("UOPS_FUZZ_STEPS", "8"))
 _FIXED = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
@@ -141,7 +143,7 @@ class Gen:
 
     def shape(self, ndim: int | None = None) -> tuple[int, ...]:
         n = self.d(st.integers(0, 4)) if ndim is None else ndim
-        dims = st.sampled_from([1, 2, 3, 4, 5, 1, 2, 3, 0])
+        dims = st.sampled_from([1, 2, 3, 4, 5, 1, 2, 3, 0, 7, 16])
         shp = tuple(self.d(st.lists(dims, min_size=n, max_size=n)))
         while math.prod(shp) > MAX_NUMEL:
             shp = tuple(max(1, s // 2) for s in shp)
@@ -347,11 +349,16 @@ class Gen:
             dt = a.dtype if a.dtype != BOOL else I32
         else:
             dt = F32
-        name = self.d(st.sampled_from(["add", "mul", "rsub", "maximum", "floordiv", "mod", "lt", "eq"]))
+        names = ["add", "mul", "rsub", "maximum", "floordiv", "mod", "rfloordiv", "rmod", "lt", "eq", "pow"]
+        name = self.d(st.sampled_from(names))
         if name in ("floordiv", "mod") and (v == 0 or dt == BOOL or (dt == F32 and not self.p.exact[i])):
+            return
+        if name in ("rfloordiv", "rmod") and (dt != I32 or (a == 0).any()):
             return
         if name in ("floordiv", "mod") and dt == F32 and self.specials:
             return  # inf // 2: numpy says nan (divmod), uops floor(inf / 2) = inf, as torch does
+        if name == "pow" and (isinstance(v, bool) or v not in (2, 0.5) or (v == 0.5 and dt != F32)):
+            return
         if name in ("lt", "eq") and dt == F32 and not self.p.exact[i]:
             return
         if name == "rsub" and dt == BOOL:
@@ -363,8 +370,11 @@ class Gen:
             "maximum": lambda x: x.maximum(v),
             "floordiv": lambda x: x // v,
             "mod": lambda x: x % v,
+            "rfloordiv": lambda x: v // x,
+            "rmod": lambda x: v % x,
             "lt": lambda x: x < v,
             "eq": lambda x: x == v,
+            "pow": lambda x: (x.abs() ** v) if v == 0.5 else x**v,
         }
         sv = np.asarray(v, dt)
         nfs: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -374,11 +384,15 @@ class Gen:
             "maximum": lambda x: np.maximum(x, sv),
             "floordiv": lambda x: x // sv,
             "mod": lambda x: x % sv,
+            "rfloordiv": lambda x: sv // x,
+            "rmod": lambda x: sv % x,
             "lt": lambda x: x < sv,
             "eq": lambda x: x == sv,
+            "pow": lambda x: (np.abs(x) ** sv) if v == 0.5 else x**sv,
         }
         out = BOOL if name in ("lt", "eq") else dt
-        self.add(f"{{}}.{name}({v!r})", (i,), lambda dev, x: tfs[name](x), lambda x: nfs[name](x.astype(dt)), out, None)
+        ex = False if name == "pow" and v == 0.5 else None
+        self.add(f"{{}}.{name}({v!r})", (i,), lambda dev, x: tfs[name](x), lambda x: nfs[name](x.astype(dt)), out, ex)
 
     def op_where(self) -> None:
         c = self.pick(lambda k: self.p.vals[k].dtype == BOOL or self.p.exact[k])
@@ -693,7 +707,7 @@ def _np_softmax(x: np.ndarray, ax: int, fn: str) -> np.ndarray:
 
 
 @st.composite
-def programs(draw: Callable[..., Any], specials: bool = False, max_steps: int = 8) -> Program:
+def programs(draw: Callable[..., Any], specials: bool = False, max_steps: int = _STEPS) -> Program:
     g = Gen(draw, specials)
     for _ in range(draw(st.integers(1, 2))):
         g.input()
@@ -829,3 +843,14 @@ def test_max_decomposed_for_a_renderer_without_max_propagates_nan():
     out = np.zeros(n, np.float32)
     al.copyout(memoryview(out).cast("B"), hs[0])
     np.testing.assert_array_equal(out, np.maximum(NAN_X, NAN_Y))
+
+
+def test_view_of_a_realized_empty_tensor(device):
+    # cat with a realized 0-size part stacks a pad view on the empty buffer's view: unravelling an
+    # index into a shape with a 0 dim divided by its zero stride
+    # (the realized value replaces the lazy one under the pad when the cat is scheduled)
+    one = Tensor(np.array([[[2.25], [0.75]]], np.float32), device=device)
+    empty = (one[:, :, :0] + 1).contiguous()
+    out = Tensor.cat(one, empty, dim=-1)
+    (empty + 1).realize()
+    np.testing.assert_array_equal(out.numpy(), [[[2.25], [0.75]]])

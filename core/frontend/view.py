@@ -222,8 +222,10 @@ def unravel(terms: list[tuple[UOp, int, int, int]], offset: int, shape: Shape) -
     When every term lands in one dim without carries the result is plain affine math;
     otherwise it falls back to division and modulo.
     """
-    cs = strides_for(shape)
     n = len(shape)
+    if 0 in shape:  # nothing of an empty shape is ever read (the views above mask it): any index will do
+        return [_c(0) for _ in shape]
+    cs = strides_for(shape)
     terms = [t for t in terms if t[1] != 0]
     base = offset + sum(c * lo for _, c, lo, _ in terms)
     total = _prod(shape)
