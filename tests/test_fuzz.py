@@ -638,7 +638,7 @@ class Gen:
         assert i is not None
         a = self.p.vals[i]
         if kind == "matmul":
-            if a.ndim == 0 or a.dtype == BOOL:
+            if a.ndim == 0:
                 return
             k = a.shape[-1]
             nn = self.d(st.integers(1, 4))
@@ -662,7 +662,7 @@ class Gen:
                 "({} @ {})",
                 (i, j),
                 lambda dev, x, y: x @ y,
-                lambda x, y: np.matmul(x.astype(np.float64), y.astype(np.float64)).astype(out),
+                lambda x, y: np.matmul(x, y) if out == BOOL else np.matmul(x.astype(np.float64), y.astype(np.float64)),
                 out,
             )
         elif kind == "realize":
@@ -854,3 +854,20 @@ def test_view_of_a_realized_empty_tensor(device):
     out = Tensor.cat(one, empty, dim=-1)
     (empty + 1).realize()
     np.testing.assert_array_equal(out.numpy(), [[[2.25], [0.75]]])
+
+
+def test_bool_matmul_is_bool_like_numpy(device):
+    a = np.array([[True, False], [True, True]])
+    b = np.array([True, False])
+    ta, tb = Tensor(a, device=device), Tensor(b, device=device)
+    assert (ta @ ta).dtype == dtypes.bool
+    np.testing.assert_array_equal((ta @ ta).numpy(), a @ a)
+    np.testing.assert_array_equal((ta @ tb).numpy(), a @ b)
+
+
+def test_bool_to_an_int_power_is_int(device):
+    # bool ** 2 multiplied bools (AND) and stayed bool; an int scalar promotes bool to int32 everywhere else
+    t = Tensor(np.array([False, True]), device=device)
+    for e in (0, 1, 2, 3):
+        assert (t**e).dtype == dtypes.int32
+        np.testing.assert_array_equal((t**e).numpy(), np.array([0, 1]) ** e)

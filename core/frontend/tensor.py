@@ -679,10 +679,11 @@ class Tensor(_Casts):
         # square-and-multiply: exact for integer dtypes at any exponent, a few roundings for floats
         if int_exponent is not None and 0 <= int_exponent and (int_exponent <= 8 or not dtypes.is_float(self.dtype)):
             y = int_exponent
+            x = self.cast(dtypes.default_int) if dtypes.is_bool(self.dtype) else self  # bool ** int is int
             if y == 0:
-                return self.ones_like()
+                return x.ones_like()
             result: Tensor | None = None
-            base, n = self, y
+            base, n = x, y
             while n:  # square-and-multiply: exact for ints
                 if n & 1:
                     result = base if result is None else result * base
@@ -1079,6 +1080,8 @@ class Tensor(_Casts):
         a3 = a.cast(dt).reshape(a.shape[:-1] + (1, k))  # (..., M, 1, K)
         b3 = b.cast(dt).transpose(-1, -2).reshape(b.shape[:-2] + (1, n, k))  # (..., 1, N, K)
         out = (a3.expand(batch + (m, n, k)) * b3.expand(batch + (m, n, k))).sum(-1)
+        if dtypes.is_bool(dt):  # numpy: bool @ bool is bool (any of the ANDs), not a count
+            out = out.cast(dtypes.bool)
         if self.ndim == 1:
             out = out.squeeze(-2)
         if y.ndim == 1:
