@@ -644,7 +644,8 @@ class Tensor(_Casts):
         return a._alu(Ops.FDIV, b)
 
     def floordiv(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-        """numpy's floor division (rounds toward -inf)."""
+        """numpy's floor division (rounds toward -inf). Floats compute ``floor(a / b)``, so an infinite
+        dividend gives +-inf (``inf // 2``) where numpy, going through divmod, gives nan."""
         a, b = self._operands(y, reverse)
         if dtypes.is_float(a.dtype):
             return (a / b).floor()
