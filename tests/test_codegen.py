@@ -263,3 +263,17 @@ def test_grid_too_tall_for_a_launch_dimension_is_flattened():
     x = np.random.rand(rows, cols).astype(np.float32)
     got, _ = run(ast, "PYTHON", [x], (rows, cols))
     np.testing.assert_allclose(got, x + 1)
+
+
+@pytest.mark.parametrize("gate_value", [True, False])
+def test_constant_gate_is_folded(gate_value):
+    r = UOp.range(4, 0, AxisType.GLOBAL)
+    gate = UOp.const(dtypes.bool, gate_value)
+    val = UOp(Ops.LOAD, dtypes.float32, (glob(1).index(r, gate), UOp.const(dtypes.float32, 5.0)))
+    sink, _ = full_rewrite_to_sink(UOp.sink(glob(0).index(r).store(val)), Device["PYTHON"].renderer)
+    loads = [u for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+    assert all(len(ld.src[0].src) == 2 for ld in loads)  # no gate left
+    assert len(loads) == (1 if gate_value else 0)
+    x = np.arange(4, dtype=np.float32)
+    got, _ = run(UOp.sink(glob(0).index(r).store(val)), "PYTHON", [x], (4,))
+    np.testing.assert_array_equal(got, x if gate_value else np.full(4, 5.0, np.float32))

@@ -105,6 +105,25 @@ pm_tidy_ast = PatternMatcher(
 )
 
 
+def _fold_gated_load(ld: UOp, idx: UOp, gate: UOp) -> UOp | None:
+    """A gate that simplified to a constant needs no branch: always read, or never (the pad value)."""
+    if gate.arg:
+        return UOp(Ops.LOAD, ld.dtype, (idx.replace(src=idx.src[:2]),))
+    return ld.src[1]
+
+
+pm_fold_gates = PatternMatcher(
+    [
+        (
+            UPat(
+                Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.cvar("gate")), name="idx"), UPat()), name="ld"
+            ),
+            _fold_gated_load,
+        )
+    ]
+)
+
+
 # ----- step 2: output axes -----
 @dataclass
 class LaunchDims:
@@ -298,7 +317,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     sink, dims, loops = lower_axes(ast, ren)
     sink = graph_rewrite(sink, pm_lower_reduce, ctx=_ReduceCtx(loops), bottom_up=True)
     sink = close_loops(sink, loops)
-    pm = _symbolic() + decompositions(ren.supported_ops)
+    pm = _symbolic() + pm_fold_gates + decompositions(ren.supported_ops)
     if ren.extra_matcher is not None:
         pm = pm + ren.extra_matcher
     sink = graph_rewrite(sink, pm)
