@@ -2,10 +2,7 @@
 
   .venv/bin/python bench/rewrite.py [--quick]
 
-(a) simplify 10,000 random index expressions (fixed seed), nodes per second. uops' simplify()
-    keeps each node's result on the node (a cross-call memo, freed with the node), so expressions
-    that share subexpressions with earlier ones are cheaper; (a) is also reported without it
-    (the same rules and walk, as UOPS_SIMPLIFY_MEMO=0 runs it), so the memo's share is visible;
+(a) simplify 10,000 random index expressions (fixed seed), nodes per second;
 (b) rewrite a 100,000-node graph with a 50-rule PatternMatcher, nodes per second.
 Both workloads are described once in a neutral form and built in each IR with the same raw
 ops (tinygrad's FLOORDIV/FLOORMOD stand in for IDIV/MOD: every value here is nonnegative, so
@@ -99,7 +96,7 @@ class Builder:
 # ----------------------------------------------------------------------------------------
 def uops_ir() -> dict[str, Any]:
     from uops import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
-    from uops.symbolic import simplify, symbolic
+    from uops.symbolic import simplify
 
     i32, b = dtypes.int32, dtypes.bool
     names = {"add": Ops.ADD, "mul": Ops.MUL, "sub": Ops.SUB, "max": Ops.MAX, "idiv": Ops.IDIV, "mod": Ops.MOD}
@@ -111,7 +108,6 @@ def uops_ir() -> dict[str, Any]:
         "name": "uops",
         "builder": lambda: Builder(lambda n, lo, hi: UOp.variable(n, lo, hi), lambda v: UOp.const(i32, v), make_op),
         "simplify": simplify,
-        "simplify_no_memo": lambda u: graph_rewrite(u, symbolic, bottom_up=True),
         "rewrite": lambda g, pm: graph_rewrite(g, pm, bottom_up=True),
         "pm": lambda: rules(Ops, UPat, PatternMatcher, i32),
         "count": lambda u: len(u.toposort()),
@@ -179,11 +175,11 @@ def rules(Ops: Any, UPat: Any, PatternMatcher: Any, dt: Any, floordiv: Any = Non
 # ----------------------------------------------------------------------------------------
 # timing
 # ----------------------------------------------------------------------------------------
-def time_simplify(ir: dict[str, Any], specs: list[Spec], repeats: int, fn: str = "simplify") -> tuple[float, int]:
+def time_simplify(ir: dict[str, Any], specs: list[Spec], repeats: int) -> tuple[float, int]:
     best, nodes = float("inf"), 0
-    simplify = ir[fn]
+    simplify = ir["simplify"]
     for _ in range(repeats):
-        exprs = [ir["builder"]().build(s) for s in specs]  # fresh nodes: no memo from the last repeat
+        exprs = [ir["builder"]().build(s) for s in specs]  # fresh nodes every repeat
         nodes = sum(ir["count"](e) for e in exprs)
         gc.collect()
         t0 = time.perf_counter()
@@ -239,15 +235,10 @@ def main() -> None:
             f"{ir['name']:>9}: (a) simplify {n_expr} exprs ({ns} nodes): {ts * 1e3:6.0f} ms = {ns / ts:>9,.0f} nodes/s"
             f" | (b) 50 rules, {nr} nodes -> {nout}: {tr * 1e3:6.0f} ms = {nr / tr:>9,.0f} nodes/s"
         )
-        if "simplify_no_memo" in ir:
-            tm, _ = time_simplify(ir, specs, repeats, "simplify_no_memo")
-            results[ir["name"]]["simplify_no_memo"] = ns / tm
-            print(f"{'':>9}  (a) without the cross-call memo:  {tm * 1e3:6.0f} ms = {ns / tm:>9,.0f} nodes/s")
     if "tinygrad" in results:
         u, t = results["uops"], results["tinygrad"]
         a, b = u["simplify"] / t["simplify"], u["rewrite"] / t["rewrite"]
-        a0 = u["simplify_no_memo"] / t["simplify"]
-        print(f"ratio uops/tinygrad: (a) simplify {a:.1f}x ({a0:.1f}x without the memo)  (b) rewrite {b:.1f}x")
+        print(f"ratio uops/tinygrad: (a) simplify {a:.1f}x  (b) rewrite {b:.1f}x")
 
 
 if __name__ == "__main__":

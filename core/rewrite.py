@@ -17,7 +17,7 @@ from typing import Any
 
 from uops.dtypes import DType
 from uops.ops import GroupOp, Ops
-from uops.uop import UOp, _set_rw
+from uops.uop import UOp
 
 _ANY = object()
 
@@ -415,21 +415,14 @@ class PatternMatcher:
         return None if f is None else f(u, ctx)
 
 
-def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, memo: bool = False) -> UOp:
+def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False) -> UOp:
     """Rewrite ``sink`` with ``pm`` to a fixed point.
 
     Top-down (default): a node is offered to the rules before its sources are rewritten, and
     again after if a source changed. Bottom-up: sources first, then the node. Either way each
     result is itself rewritten until no rule fires. Memoized within the call.
-
-    ``memo=True`` (bottom-up, no ctx) also memoizes across calls: each node visited keeps its
-    result (in a slot of the node, so it is freed with it) and a later call with the same ``pm``
-    reuses it. Exact only when ``pm``'s rules are pure functions of the node they are given,
-    as symbolic's are: the bottom-up result of a node then depends on nothing but the node.
     """
-    if memo and (not bottom_up or ctx is not None):
-        raise ValueError("graph_rewrite(memo=True) is bottom-up only and takes no ctx")
-    run = _graph_rewrite_memo if memo else _graph_rewrite
+    run = _graph_rewrite
     # UOps are an immutable DAG: a rewrite makes no reference cycles, so the cycle collector
     # would only rescan the many young nodes a rewrite allocates. Pause it for the walk.
     if not gc.isenabled():
@@ -518,90 +511,6 @@ def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> 
             for s in reversed(src):
                 if s not in replace:
                     push(s)
-    return replace[sink]
-
-
-def _graph_rewrite_memo(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> UOp:
-    """_graph_rewrite bottom-up, reading and writing the nodes' cross-call memo (UOp._rw)."""
-    replace: dict[UOp, UOp] = {}
-    table = pm.table
-    rget, rgetitem = replace.get, replace.__getitem__
-    POST, LINK = _POST, _LINK
-    stack: list[Any] = [sink]
-    pop, push = stack.pop, stack.append
-    while stack:
-        e = pop()
-        if e is POST:
-            n = pop()
-            src = n.src
-            new_src = tuple(map(rgetitem, src))
-            if new_src == src:
-                nn = n
-            else:
-                nn = UOp(n.op, n.dtype, new_src, n.arg)
-                rr = rget(nn)
-                if rr is None and (m := nn._rw) is not None:
-                    rr = nn if m is pm else m[1] if m.__class__ is tuple and m[0] is pm else None
-                if rr is not None:
-                    replace[n] = rr
-                    continue
-            f = table[nn.op]
-            if f is None or (r := f(nn, None)) is None:
-                replace[nn] = nn
-                replace[n] = nn
-                continue
-            rr = rget(r)
-            if rr is None and (m := r._rw) is not None:
-                rr = r if m is pm else m[1] if m.__class__ is tuple and m[0] is pm else None
-            if rr is not None:
-                replace[nn] = rr
-                replace[n] = rr
-            else:
-                if nn is not n:
-                    push(nn)
-                    push(r)
-                    push(LINK)
-                push(n)
-                push(r)
-                push(LINK)
-                push(r)
-        elif e is LINK:
-            r = pop()
-            replace[pop()] = replace[r]
-        else:
-            if e in replace:
-                continue
-            if (m := e._rw) is not None:
-                if m is pm:
-                    replace[e] = e
-                    continue
-                if m.__class__ is tuple and m[0] is pm:
-                    replace[e] = m[1]
-                    continue
-            src = e.src
-            if not src:
-                f = table[e.op]
-                if f is not None and (r := f(e, None)) is not None:
-                    push(e)
-                    push(r)
-                    push(LINK)
-                    push(r)
-                    continue
-                replace[e] = e
-                continue
-            push(e)
-            push(POST)
-            for s in reversed(src):
-                if s not in replace:
-                    if s._rw is pm:  # a memoized fixed point, the most common memo hit: no visit
-                        replace[s] = s
-                    else:
-                        push(s)
-    # one memo per node, the latest matcher's. A node that is its own result (every result is a
-    # fixed point) stores the matcher alone: no node -> result -> node reference cycle, no tuple.
-    for k, v in replace.items():
-        if k._rw is not pm:
-            _set_rw(k, pm if v is k else (pm, v))
     return replace[sink]
 
 

@@ -17,7 +17,6 @@ through is not the whole dtype, which is how the range analysis marks "may have 
 from __future__ import annotations
 
 import math
-import os
 import struct
 from math import gcd
 
@@ -722,11 +721,6 @@ symbolic = symbolic_simple + PatternMatcher(
 )
 
 
-# simplify() keeps each node's result on the node (graph_rewrite's memo), so a later call on a
-# graph that shares nodes with an earlier one skips them. UOPS_SIMPLIFY_MEMO=0 turns it off.
-SIMPLIFY_MEMO = os.environ.get("UOPS_SIMPLIFY_MEMO", "1") != "0"
-
-
 def simplify(u: UOp) -> UOp:
     """``u`` with every rule of ``symbolic`` applied to a fixed point (bottom-up)."""
-    return graph_rewrite(u, symbolic, bottom_up=True, memo=SIMPLIFY_MEMO)
+    return graph_rewrite(u, symbolic, bottom_up=True)

@@ -51,15 +51,12 @@ ConstType = bool | int | float
 
 
 class UOp:
-    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_rw", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
     arg: Any
     _vrange: tuple[ConstType, ConstType] | None
-    # graph_rewrite(memo=True)'s result for this node: the PatternMatcher itself when the node is
-    # its own result, else (matcher, result). Held by the node, so it is freed with it.
-    _rw: Any
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         tok = _dt_fast.get(id(dtype))
@@ -78,7 +75,6 @@ class UOp:
         _set_src(self, src)
         _set_arg(self, arg)
         _set_vrange(self, None)
-        _set_rw(self, None)
         ref = _cache[key] = _Ref(self, _remove_dead)
         ref.key = key
         return self
@@ -365,7 +361,6 @@ _set_dtype = UOp.dtype.__set__  # type: ignore[attr-defined,misc]
 _set_src = UOp.src.__set__  # type: ignore[attr-defined,misc]
 _set_arg = UOp.arg.__set__  # type: ignore[attr-defined,misc]
 _set_vrange = UOp._vrange.__set__  # type: ignore[attr-defined,misc,union-attr]
-_set_rw = UOp._rw.__set__  # type: ignore[attr-defined,misc]
 
 
 def _float_key(x: float) -> tuple[type, str]:

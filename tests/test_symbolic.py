@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uops import Ops, UOp, dtypes
-from uops.rewrite import PatternMatcher, UPat, graph_rewrite
+from uops.rewrite import graph_rewrite
 from uops.symbolic import exec_alu, symbolic, symbolic_simple, tree_size
 
 i32 = dtypes.int32
@@ -538,74 +538,14 @@ def test_property_signed_variables(cs: tuple[UOp, list[UOp]], seed: int) -> None
 
 
 # ----------------------------------------------------------------------------------------
-# the cross-call memo of simplify() and the value-range fast path
+# the value-range fast path
 # ----------------------------------------------------------------------------------------
-def _no_memo(e: UOp) -> UOp:
-    return graph_rewrite(e, symbolic, bottom_up=True)
-
-
 @_prop
 @given(case(signed=True), st.integers(0, 2**32))
-def test_property_memo_and_range_fast_path_are_exact(cs: tuple[UOp, list[UOp]], seed: int) -> None:
+def test_property_range_fast_path_is_exact(cs: tuple[UOp, list[UOp]], seed: int) -> None:
     from uops.uop import _compute_range_general
 
     e = cs[0]
-    assert e.simplify() is _no_memo(e)  # memo filled by this call or an earlier one: same result
-    assert e.simplify() is _no_memo(e)
-    for u in e.toposort():
+    for u in (*e.toposort(), *e.simplify().toposort()):
         assert u._range() == _compute_range_general(u), u.pretty()
         assert tuple(map(type, u._range())) == tuple(map(type, _compute_range_general(u)))
-
-
-def test_memo_returns_the_same_object_and_reuses_shared_nodes() -> None:
-    a = (x * 4 + y) // 4 + (z + 3) % 8
-    out = a.simplify()
-    assert out is a.simplify()
-    assert a._rw is not None and (a._rw is symbolic or a._rw[0] is symbolic)
-    assert out._rw is symbolic  # a result is its own fixed point, stored without a tuple
-    # a larger graph containing `a` takes a's result from the memo: no rule sees a's subgraph again
-    seen: list[UOp] = []
-    pm = PatternMatcher([(UPat(name="n"), lambda n: seen.append(n)), *symbolic.rules])
-    first = graph_rewrite(a, pm, bottom_up=True, memo=True)
-    assert first is out and seen
-    seen.clear()
-    assert graph_rewrite(a * 2 + 1, pm, bottom_up=True, memo=True) is _no_memo(a * 2 + 1)
-    assert seen and not set(seen) & (set(a.toposort()) | set(out.toposort()))
-
-
-def test_memo_respects_the_rule_set() -> None:
-    e = (x + 2) * 3 + 5
-    simp = e.simplify()
-    to_zero = PatternMatcher([(UPat(Ops.ADD, name="n"), lambda n: n.const_like(0))])
-    assert graph_rewrite(e, to_zero, bottom_up=True, memo=True) is c(0)  # not symbolic's memo
-    assert e.simplify() is simp  # and symbolic's answer is still its own
-    assert graph_rewrite(e, to_zero, bottom_up=True, memo=True) is c(0)
-
-
-def test_memo_is_freed_with_the_node() -> None:
-    import gc
-    import weakref
-
-    e = (var("memo_free", 0, 40) * 3 + 7) // 3 + 1
-    out = e.simplify()
-    assert out is not e
-    ref_e, ref_out = weakref.ref(e), weakref.ref(out)
-    del e, out
-    gc.collect()
-    assert ref_e() is None and ref_out() is None
-
-
-def test_memo_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    import uops.symbolic as sym
-
-    monkeypatch.setattr(sym, "SIMPLIFY_MEMO", False)
-    e = var("memo_off", 0, 9) * 2 + 4
-    out = e.simplify()
-    assert e._rw is None and out is _no_memo(e)
-
-
-def test_memo_needs_bottom_up_without_ctx() -> None:
-    with pytest.raises(ValueError, match="bottom-up"):
-        graph_rewrite(x + 1, symbolic, memo=True)
-    with pytest.raises(ValueError, match="ctx"):
-        graph_rewrite(x + 1, symbolic, ctx=1, bottom_up=True, memo=True)
