@@ -23,7 +23,7 @@ from math import gcd
 from uops.dtypes import DType, dtypes, truncate
 from uops.ops import GroupOp, Ops
 from uops.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.uop import ConstType, UOp, _cdiv, _cmod
+from uops.uop import _INT_BOUNDS_ID, ConstType, UOp, _cdiv, _cmod
 
 __all__ = ["exec_alu", "simplify", "symbolic", "symbolic_simple", "tree_size"]
 
@@ -334,10 +334,27 @@ def _not_larger(new: UOp, old: UOp) -> bool:
 # rule functions
 # ----------------------------------------------------------------------------------------
 def _fold_alu(x: UOp) -> UOp | None:
-    if x.dtype.count != 1:
+    dt = x.dtype
+    if dt.count != 1:
         return None
-    v = exec_alu(x.op, x.dtype, tuple(s.arg for s in x.src))
-    return None if v is None else UOp.const(x.dtype, v)
+    src = x.src
+    if len(src) == 2:
+        # two Python ints (not bools): what exec_alu computes, without its general checks
+        a, b = src[0].arg, src[1].arg
+        if a.__class__ is int and b.__class__ is int:
+            op = x.op
+            if op in _CMP3 and src[0].dtype.kind in "iu":
+                return UOp.const(dt, a < b if op is _CMPLT else a != b if op is _CMPNE else a == b)
+            if op in _RING and (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+                return UOp.const(
+                    dt, a + b if op is _ADD else a - b if op is _SUB else a * b if op is _MUL else max(a, b)
+                )
+    v = exec_alu(x.op, dt, tuple(s.arg for s in src))
+    return None if v is None else UOp.const(dt, v)
+
+
+_CMP3 = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+_RING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX})
 
 
 def _fold_cast(x: UOp, c: UOp) -> UOp | None:

@@ -98,6 +98,9 @@ class UOp:
 
     @staticmethod
     def const(dtype: DType, value: ConstType) -> UOp:
+        if value.__class__ is int and (e := _INT_BOUNDS_ID.get(id(dtype))) is not None and e[0] is dtype:
+            if e[1][0] <= value <= e[1][1]:  # type: ignore[operator]
+                return UOp(_CONST, dtype, (), value)  # what truncate returns for an int in range
         if dtype.count > 1:
             return UOp(Ops.VCONST, dtype, (), (truncate(value, dtype.scalar()),) * dtype.count)
         return UOp(Ops.CONST, dtype, (), truncate(value, dtype))
@@ -440,6 +443,9 @@ _INT_BOUNDS: dict[DType, tuple[int, int]] = {
         dtypes.uint64,
     )
 }
+# the same by the dtype's identity (no DType hashing); an equal dtype that is another object misses and
+# takes the general path, which gives the same answers
+_INT_BOUNDS_ID: dict[int, tuple[DType, tuple[int, int]]] = {id(dt): (dt, b) for dt, b in _INT_BOUNDS.items()}
 _ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
 _CONST, _DEFINE_VAR = Ops.CONST, Ops.DEFINE_VAR
 _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
@@ -448,7 +454,8 @@ _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
 def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
     dt = u.dtype
     op = u.op
-    if dt.__class__ is DType and (bounds := _INT_BOUNDS.get(dt)) is not None:
+    if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+        bounds = e[1]
         # scalar integers, the common ops: the answers of the general code below, cheaper. Anything
         # unusual (a float or out-of-range bound, a wide multiplier) falls through to the general code.
         if op is _CONST:

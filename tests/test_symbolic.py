@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uops import Ops, UOp, dtypes
+from uops.dtypes import DType
 from uops.rewrite import graph_rewrite
 from uops.symbolic import exec_alu, symbolic, symbolic_simple, tree_size
 
@@ -549,3 +550,17 @@ def test_property_range_fast_path_is_exact(cs: tuple[UOp, list[UOp]], seed: int)
     for u in (*e.toposort(), *e.simplify().toposort()):
         assert u._range() == _compute_range_general(u), u.pretty()
         assert tuple(map(type, u._range())) == tuple(map(type, _compute_range_general(u)))
+
+
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.uint32, dtypes.int64])
+@pytest.mark.parametrize("op", [Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ])
+def test_integer_folding_matches_exec_alu_at_the_edges(dt: DType, op: Ops) -> None:
+    # the folding rule's fast path for two ints must give exec_alu's answer, wraparound included
+    edges = sorted({dtypes.min(dt), dtypes.min(dt) + 1, -1 if dt.kind == "i" else 0, 0, 1, 3, dtypes.max(dt)})
+    out_dt = dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else dt
+    for a in edges:
+        for b in edges:
+            u = UOp(op, out_dt, (UOp.const(dt, a), UOp.const(dt, b)))
+            want = exec_alu(op, out_dt, (a, b))
+            got = graph_rewrite(u, symbolic_simple)
+            assert got.op is Ops.CONST and got.arg == want and type(got.arg) is type(want), (op, dt, a, b)
