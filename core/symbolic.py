@@ -23,7 +23,7 @@ from math import gcd
 from uops.dtypes import DType, dtypes, truncate
 from uops.ops import GroupOp, Ops
 from uops.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.uop import _INT_BOUNDS_ID, ConstType, UOp, _cdiv, _cmod
+from uops.uop import _INT_BOUNDS_ID, ConstType, UOp, _cdiv, _cmod, _set_flat
 
 __all__ = ["exec_alu", "simplify", "symbolic", "symbolic_simple", "tree_size"]
 
@@ -345,10 +345,16 @@ def _fold_alu(x: UOp) -> UOp | None:
             op = x.op
             if op in _CMP3 and src[0].dtype.kind in "iu":
                 return UOp.const(dt, a < b if op is _CMPLT else a != b if op is _CMPNE else a == b)
-            if op in _RING and (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
-                return UOp.const(
-                    dt, a + b if op is _ADD else a - b if op is _SUB else a * b if op is _MUL else max(a, b)
-                )
+            if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+                if op in _RING:
+                    return UOp.const(
+                        dt, a + b if op is _ADD else a - b if op is _SUB else a * b if op is _MUL else max(a, b)
+                    )
+                if (op is _IDIV or op is _MOD) and b != 0:
+                    q = _cdiv(a, b)
+                    if not e[1][0] <= q <= e[1][1]:
+                        return None  # INT_MIN / -1: undefined in C
+                    return UOp.const(dt, q if op is _IDIV else a - q * b)
     v = exec_alu(x.op, dt, tuple(s.arg for s in src))
     return None if v is None else UOp.const(dt, v)
 
@@ -517,11 +523,29 @@ def _collect(x: UOp) -> UOp | None:
     if not _is_int(x):
         return None
     a, b = x.src
+    # x._flat, a structural fact kept on the node: the bases of x's flattening when they are distinct,
+    # with no constant and no (y//c, y%c) pair to recombine. Then x + c flattens to the same terms and
+    # one constant, last; x +/- t*k, t a new base that is no IDIV or MOD, to distinct bases and no pair
+    # (the pairs only involve IDIV and MOD bases). Nothing changes either way.
+    ta = a._flat
+    if ta is not None:
+        if b.op is _CONST:
+            if x.op is _ADD:
+                return None
+        else:
+            bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
+            if bb not in ta and bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb):
+                t = ta.copy()
+                t[bb] = 1
+                _set_flat(x, t)
+                return None
     if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
         ba = a.src[0] if a.op is _MUL and a.src[1].op is _CONST else a
         bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
         if ba is not bb and _leaf(ba) and (_leaf(bb) or (b.op is _CONST and x.op is _ADD)):
             if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
+                if b.op is not _CONST:
+                    _set_flat(x, {ba: 1, bb: 1})  # two distinct bases that do not pair, no constant
                 return None
     f = _flatten(x, exact=False)
     if f is None:
@@ -544,6 +568,8 @@ def _collect(x: UOp) -> UOp | None:
                     if y.op is _IDIV and y.arg is None:
                         divs.setdefault(y.src, y)
                     changed = True
+    if not changed and f.nconst == 0:
+        _set_flat(x, terms)
     const_last = x.op is _ADD and x.src[1].op is _CONST
     if not changed and not (f.nconst == 1 and not const_last):
         return None

@@ -51,12 +51,14 @@ ConstType = bool | int | float
 
 
 class UOp:
-    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "__weakref__")
+    # _flat: symbolic's fact about an integer sum (see symbolic._collect); None until it is known
+    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_flat", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
     arg: Any
     _vrange: tuple[ConstType, ConstType] | None
+    _flat: dict[UOp, int] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         tok = _dt_fast.get(id(dtype))
@@ -75,6 +77,7 @@ class UOp:
         _set_src(self, src)
         _set_arg(self, arg)
         _set_vrange(self, None)
+        _set_flat(self, None)
         ref = _cache[key] = _Ref(self, _remove_dead)
         ref.key = key
         return self
@@ -364,6 +367,7 @@ _set_dtype = UOp.dtype.__set__  # type: ignore[attr-defined,misc]
 _set_src = UOp.src.__set__  # type: ignore[attr-defined,misc]
 _set_arg = UOp.arg.__set__  # type: ignore[attr-defined,misc]
 _set_vrange = UOp._vrange.__set__  # type: ignore[attr-defined,misc,union-attr]
+_set_flat = UOp._flat.__set__  # type: ignore[attr-defined,misc,union-attr]
 
 
 def _float_key(x: float) -> tuple[type, str]:
