@@ -190,9 +190,11 @@ def _is_int(u: UOp) -> bool:
 
 def _exact(u: UOp) -> bool:
     """True when the range of integer node ``u`` proves it did not wrap (not the whole dtype)."""
-    lo, hi = u._range()
+    lo, hi = u._vrange or u._range()
     dt = u.dtype
-    return not (lo == dtypes.min(dt) and hi == dtypes.max(dt))
+    e = _INT_BOUNDS_ID.get(id(dt))
+    dmin, dmax = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
+    return not (lo == dmin and hi == dmax)
 
 
 class _Sum:
@@ -211,6 +213,7 @@ class _Sum:
         self.mods = False  # some base is a MOD
 
 
+_new_sum = object.__new__
 _LINEAR = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL})
 
 
@@ -218,9 +221,11 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
     """Flatten ``u`` into a _Sum; with ``exact``, also check that no skeleton node may have wrapped."""
     if exact:
         dt = u.dtype
-        dmin, dmax = dtypes.min(dt), dtypes.max(dt)
-    s = _Sum()
-    terms, occ = s.terms, s.occ
+        e = _INT_BOUNDS_ID.get(id(dt))
+        dmin, dmax = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
+    s = _new_sum(_Sum)  # every field is set below
+    terms: dict[UOp, int] = {}
+    occ: dict[UOp, int] = {}
     k = nconst = skel = 0
     ok = exact
     rep = mods = False
@@ -233,7 +238,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
         if op is _ADD or op is _SUB or op is _NEG or (op is _MUL and n.src[1].op is _CONST):
             skel += 1
             if ok:
-                lo, hi = n._range()
+                lo, hi = n._vrange or n._range()
                 if lo == dmin and hi == dmax:
                     ok = False
             src = n.src
@@ -266,7 +271,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
         if not stack:
             break
         n, c = pop()
-    s.k, s.nconst, s.skel, s.exact, s.rep, s.mods = k, nconst, skel, ok and exact, rep, mods
+    s.terms, s.occ, s.k, s.nconst, s.skel, s.exact, s.rep, s.mods = terms, occ, k, nconst, skel, ok and exact, rep, mods
     return s
 
 
