@@ -227,10 +227,8 @@ class CStyleRenderer(Renderer):
                 r[u] = fresh("vec")
                 emit(f"{self.render_dtype(dt)} {r[u]} = {self.render_vectorize(dt, [r[s] for s in src])};")
             elif op is Ops.GEP:
-                r[u] = self.render_gep(r[src[0]], u.arg[0], dt) if len(u.arg) == 1 else ""
-                if len(u.arg) != 1:
-                    parts = [self.render_gep(r[src[0]], lane, dt.scalar()) for lane in u.arg]
-                    r[u] = self.render_vectorize(dt, parts)
+                lanes = [self.render_gep(r[src[0]], lane, dt.scalar()) for lane in u.arg]
+                r[u] = lanes[0] if len(lanes) == 1 else self.render_vectorize(dt, lanes)
             elif op in self.code_for_op:
                 r[u] = fresh("alu")
                 expr = self.code_for_op[op](*[r[s] for s in src], src[0].dtype if op is not Ops.WHERE else dt)
