@@ -91,8 +91,6 @@ def _plain_devices() -> argparse.Namespace:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an expression (or show a saved ProgramSpec) for a target; never needs the hardware."""
-    from pathlib import Path
-
     from uops import compile_cmd
 
     if args.expr.endswith(".json") and Path(args.expr).is_file():
@@ -125,7 +123,6 @@ BENCH_SUITES = ("ops", "rewrite", "startup")
 
 def _bench_dir() -> Path:
     import os
-    from pathlib import Path
 
     candidates = [os.environ.get("UOPS_BENCH_DIR", ""), "bench", str(Path(__file__).resolve().parent.parent / "bench")]
     for c in candidates:

@@ -215,7 +215,6 @@ def test_spec_round_trips_through_a_fresh_process(tmp_path):
         g, l = spec.launch_dims()
         d.runtime.load(spec.name, spec.lib)(out, inp, global_size=g, local_size=l)
         res = np.zeros_like(x); al.copyout(memoryview(res), out)
-        assert "uops.codegen.lowerer" not in sys.modules or True
         print(repr(res.tolist()))
         """
     )

@@ -34,7 +34,6 @@ def linearize(sink: UOp) -> list[UOp]:
             users[s].append(u)
     ready: list[tuple[int, UOp]] = [(prio[u], u) for u in order if missing[u] == 0]
     heapq.heapify(ready)
-    parked: list[tuple[int, UOp]] = []  # ready, but not placeable in the current loop nest
     out: list[UOp] = []
     stack: list[UOp] = []
 
@@ -48,13 +47,11 @@ def linearize(sink: UOp) -> list[UOp]:
         need = rctx[u]
         return need <= set(stack) and (not stack or stack[-1] in need or not need and not _is_stmt(u))
 
-    while ready or parked:
+    while ready:
         choice = None
         # 1) plain nodes of the current block, 2) open a loop, 3) close the innermost loop
         for want in ("plain", "range", "end"):
-            candidates = ready + parked
-            candidates.sort()
-            for p, u in candidates:
+            for p, u in sorted(ready):
                 kind = "range" if u.op is Ops.RANGE else "end" if u.op is Ops.END else "plain"
                 if kind == want and placeable(u):
                     choice = (p, u)
@@ -62,13 +59,10 @@ def linearize(sink: UOp) -> list[UOp]:
             if choice is not None:
                 break
         if choice is None:
-            stuck = ", ".join(f"{u.op.name}#{p}" for p, u in sorted(ready + parked)[:8])
+            stuck = ", ".join(f"{u.op.name}#{p}" for p, u in sorted(ready)[:8])
             raise LinearizeError(f"no valid order: open loops {[r.arg for r in stack]}, waiting: {stuck}")
-        if choice in ready:
-            ready.remove(choice)
-            heapq.heapify(ready)
-        else:
-            parked.remove(choice)
+        ready.remove(choice)
+        heapq.heapify(ready)
         u = choice[1]
         if u.op is Ops.RANGE:
             stack.append(u)

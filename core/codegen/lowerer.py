@@ -8,6 +8,7 @@ become gated loads. Every step is a PatternMatcher applied by graph_rewrite.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from enum import Enum, auto
@@ -18,6 +19,7 @@ from uops.ops import AxisType, Ops
 from uops.renderer import Renderer
 from uops.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.spec import verify
+from uops.symbolic import symbolic
 from uops.uop import UOp
 
 
@@ -124,6 +126,11 @@ pm_fold_gates = PatternMatcher(
 )
 
 
+@functools.cache
+def _tidy_matcher() -> PatternMatcher:
+    return pm_tidy_ast + symbolic
+
+
 # ----- step 2: output axes -----
 @dataclass
 class LaunchDims:
@@ -182,11 +189,11 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
         size = axes[0].src[0]
         for a in axes[1:]:
             size = size * a.src[0]
-        size = graph_rewrite(size, _symbolic())
+        size = graph_rewrite(size, symbolic)
         limit = min(ren.local_max[d], threads_left) if ren.local_max is not None and d < len(ren.local_max) else 1
         local = _pick_local(size, limit)
         threads_left //= local
-        nblocks = graph_rewrite(size // local, _symbolic()) if local > 1 else size
+        nblocks = graph_rewrite(size // local, symbolic) if local > 1 else size
         if nblocks.op is Ops.CONST and nblocks.arg > ren.global_max[d]:
             raise LoweringError(
                 f"launch dimension {d} needs {nblocks.arg} workgroups, more than {ren.device}'s limit "
@@ -287,12 +294,11 @@ def _max_by_select(a: UOp, b: UOp) -> UOp:
     return take_b.where(b, a)
 
 
-def _symbolic() -> PatternMatcher:
-    try:
-        from uops.symbolic import symbolic
-    except ImportError:  # during bring-up only; symbolic.py is part of the core
-        return PatternMatcher([])
-    return symbolic
+@functools.cache
+def _final_matcher(supported_ops: frozenset[Ops], extra: PatternMatcher | None) -> PatternMatcher:
+    """The last lowering pass for one kind of renderer, assembled once (not per kernel)."""
+    pm = symbolic + pm_fold_gates + decompositions(supported_ops)
+    return pm if extra is None else pm + extra
 
 
 def _check_dtypes(sink: UOp, ren: Renderer) -> None:
@@ -313,14 +319,11 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     _check_dtypes(ast, ren)
     params = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL]
     ast = apply_opts(ast, opts or [], ren)
-    ast = graph_rewrite(ast, pm_tidy_ast + _symbolic())
+    ast = graph_rewrite(ast, _tidy_matcher())
     sink, dims, loops = lower_axes(ast, ren)
     sink = graph_rewrite(sink, pm_lower_reduce, ctx=_ReduceCtx(loops), bottom_up=True)
     sink = close_loops(sink, loops)
-    pm = _symbolic() + pm_fold_gates + decompositions(ren.supported_ops)
-    if ren.extra_matcher is not None:
-        pm = pm + ren.extra_matcher
-    sink = graph_rewrite(sink, pm)
+    sink = graph_rewrite(sink, _final_matcher(ren.supported_ops, ren.extra_matcher))
     sink = keep_all_params(params, sink)
     verify(sink, "lowered")
     return sink, dims
@@ -333,7 +336,3 @@ def keep_all_params(params: list[UOp], sink: UOp) -> UOp:
     have = {u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}
     lost = sorted((u for u in params if u not in have), key=lambda u: u.arg)
     return UOp.sink(*sink.src, *lost, arg=sink.arg) if lost else sink
-
-
-def prod_int(xs: list[int]) -> int:
-    return math.prod(xs) if xs else 1

@@ -22,6 +22,7 @@ from uops.renderer import Renderer
 from uops.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.serialize import uops_from_data, uops_to_data
 from uops.spec import verify
+from uops.symbolic import symbolic
 from uops.uop import UOp
 
 SPEC_FORMAT = 1
@@ -198,16 +199,10 @@ def _eval_int(u: UOp, vals: dict[str, int]) -> int:
     missing = [v.arg[0] for v in u.variables if v.arg[0] not in vals]
     if missing:
         raise ValueError(f"launch size depends on variables {missing} that were not given")
-    c = graph_rewrite(graph_rewrite(u, _bind_vars, ctx=vals), _fold())
+    c = graph_rewrite(graph_rewrite(u, _bind_vars, ctx=vals), symbolic)
     if c.op is not Ops.CONST:
         raise ValueError(f"launch size did not reduce to a number: {c}")
     return int(c.arg)
-
-
-def _fold() -> PatternMatcher:
-    from uops.symbolic import symbolic
-
-    return symbolic
 
 
 def _estimate(uops: list[UOp], threads: int) -> Estimates:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uops.dtypes import DType, dtypes
+from uops.dtypes import SCALARS, DType, to_numpy
 from uops.ops import Ops
 from uops.uop import UOp
 
@@ -47,18 +47,12 @@ def check_dtype(device: str, dtype: DType) -> None:
         return
     bad: frozenset[DType] = getattr(device_handle(device).renderer, "unsupported_dtypes", frozenset())
     if dtype.scalar() in bad:
-        ok = sorted(d.name for d in _all_dtypes() if d not in bad)
+        ok = sorted(d.name for d in SCALARS if d not in bad)
         raise DTypeNotSupportedError(
             f"device {device} does not support dtype {dtype.name}; cast to one of {', '.join(ok)} "
             f"or use another device (e.g. PYTHON)"
         )
     _dtype_ok.add((device, dtype))
-
-
-def _all_dtypes() -> tuple[DType, ...]:
-    from uops.dtypes import SCALARS
-
-    return SCALARS
 
 
 def get_buffer(b: UOp) -> Buffer:
@@ -133,10 +127,4 @@ def run_schedule(sched: Schedule) -> None:
     for v in sched.root_views:
         b = v.src[0] if v.op is Ops.VIEW else v
         if b.op is Ops.BUFFER and b.arg[1] == 0 and b not in _buffers and b not in pending:
-            pending[b] = np.empty(0, dtype=_host_dtype(b.dtype))
-
-
-def _host_dtype(dt: DType) -> np.dtype:
-    from uops.dtypes import to_numpy
-
-    return to_numpy(dt) if dt != dtypes.bfloat16 else np.dtype(np.uint16)
+            pending[b] = np.empty(0, dtype=to_numpy(b.dtype))
