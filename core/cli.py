@@ -93,7 +93,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an expression (or show a saved ProgramSpec) for a target; never needs the hardware."""
     from uops import compile_cmd
 
-    if args.expr.endswith(".json") and Path(args.expr).is_file():
+    if args.expr.endswith(".json"):
+        if not Path(args.expr).is_file():
+            raise FileNotFoundError(f"no saved ProgramSpec at {args.expr} (make one: uops compile EXPR --out FILE)")
         print(compile_cmd.describe_spec_file(Path(args.expr)))
         return EXIT_OK
     shapes = compile_cmd.parse_shapes(args.shape or [])

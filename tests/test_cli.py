@@ -78,6 +78,7 @@ def test_compile_for_cuda_without_a_gpu() -> None:
         (["compile", "--shape", "a=x", "a+1"], "--shape expects"),
         (["compile", "a @ b", "--shape", "a=3,4", "--shape", "b=5,6"], "cannot build"),
         (["bench", "nosuch"], "unknown bench suite"),
+        (["compile", "/nonexistent/k.json"], "no saved ProgramSpec at /nonexistent/k.json"),
     ],
 )
 def test_errors_are_one_plain_sentence(args: list[str], message: str) -> None:
