@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Sets up a virtual environment with the core and every plugin as separate packages, then
-# runs the main job (`bash setup.sh demo`) or the test suite (`bash setup.sh test`).
+# runs the main job (`bash setup.sh demo`), the test suite (`bash setup.sh test`) or the static
+# checks (`bash setup.sh lint`: ruff check, ruff format --check, mypy).
 set -euo pipefail
 cd "$(dirname "$0")"
 job="${1:-demo}"
 shift || true
-case "$job" in demo|test) ;; *) echo "usage: bash setup.sh demo|test [args for uops demo / pytest]" >&2; exit 2 ;; esac
+case "$job" in demo|test|lint) ;; *) echo "usage: bash setup.sh demo|test|lint [args for uops demo / pytest]" >&2; exit 2 ;; esac
 
 if ! command -v clang >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -23,8 +24,11 @@ VPY=.venv/bin/python
 "$VPY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
 plugins=()
 for p in plugins/*/; do [ -f "$p/pyproject.toml" ] && plugins+=("./$p"); done
-if [ "$job" = test ]; then
+if [ "$job" = test ] || [ "$job" = lint ]; then
   "$VPY" -m pip install -q --disable-pip-version-check -e ".[test]" "${plugins[@]/#/-e}" 2>&1 | grep -v "^WARNING: Location" || true
+  if [ "$job" = lint ]; then
+    .venv/bin/ruff check . && .venv/bin/ruff format --check . && exec .venv/bin/mypy
+  fi
   exec "$VPY" -m pytest -q "$@"
 else
   "$VPY" -m pip install -q --disable-pip-version-check . "${plugins[@]}" 2>&1 | grep -v "^WARNING: Location" || true

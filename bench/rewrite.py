@@ -96,7 +96,7 @@ class Builder:
 # ----------------------------------------------------------------------------------------
 def uops_ir() -> dict[str, Any]:
     from uops import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
-    from uops.symbolic import simplify
+    from uops.ir.symbolic import simplify
 
     i32, b = dtypes.int32, dtypes.bool
     names = {"add": Ops.ADD, "mul": Ops.MUL, "sub": Ops.SUB, "max": Ops.MAX, "idiv": Ops.IDIV, "mod": Ops.MOD}

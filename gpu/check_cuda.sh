@@ -49,11 +49,14 @@ else
   # the plugin's requirement on uops, its entry points) that plugin discovery reads
   say "install: pip could not build (see install.log); linking the packages instead"
   if ! "$VPY" - "$ROOT" >>"$DEST/install.log" 2>&1 <<'PY'
-import os, sys, sysconfig, tomllib
+import os, re, sys, sysconfig, tomllib
 from pathlib import Path
 root = Path(sys.argv[1]); site = Path(sysconfig.get_paths()["purelib"])
 def dist(pyproject: Path, links: dict[str, Path]) -> None:
     proj = tomllib.loads(pyproject.read_text())["project"]
+    if "version" not in proj:  # the core single-sources its version in the package
+        init = (root / "core/uops/version.py").read_text()
+        proj["version"] = re.search(r'^__version__ = "([^"]+)"', init, re.M).group(1)
     for name, target in links.items():
         (site / name).symlink_to(target, target_is_directory=True)
     info = site / f"{proj['name'].replace('-', '_')}-{proj['version']}.dist-info"
@@ -66,7 +69,7 @@ def dist(pyproject: Path, links: dict[str, Path]) -> None:
     text = "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in e.items()) + "\n" for g, e in eps.items())
     if text:
         (info / "entry_points.txt").write_text(text)
-dist(root / "pyproject.toml", {"uops": root / "core"})
+dist(root / "pyproject.toml", {"uops": root / "core/uops"})
 dist(root / "plugins/cuda/pyproject.toml", {"uops_cuda": root / "plugins/cuda/uops_cuda"})
 PY
   then

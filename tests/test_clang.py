@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from uops.compiler import CompileError, CompilerUnavailableError, clear_memory_cache
-from uops.device import Buffer
 from uops.dtypes import dtypes
+from uops.runtime import Buffer
 
 try:
     import uops_cpu_clang  # noqa: F401  (installed as a package)

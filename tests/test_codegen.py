@@ -16,8 +16,8 @@ from uops.codegen.linearizer import linearize
 from uops.codegen.lowerer import full_rewrite_to_sink
 from uops.codegen.program import ProgramSpec, format_stages, get_program, program_stages
 from uops.dtypes import to_numpy
+from uops.ir.spec import SpecError, verify
 from uops.plugins import Device
-from uops.spec import SpecError, verify
 
 DEVICES = available_devices()
 

@@ -1,7 +1,7 @@
 """The CUDA plugin: NVRTC compiles (no GPU needed), the CPU shim runs CUDA source, the GPU runtime when present.
 
 Without a GPU the numbers are proven by running the rendered CUDA source on the CPU through
-core/include/gpu_shim.h (uops.emulate); the same source is compiled by NVRTC to real CUBIN.
+gpu_shim.h (uops.backends.gpu_emu); the same source is compiled by NVRTC to real CUBIN.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ needs_nvrtc = pytest.mark.skipif(NVRTC_REASON is not None, reason=f"NVRTC unavai
 
 
 def _shim_reason() -> str | None:
-    from uops.emulate import cxx_path, shim_runtime
+    from uops.backends.gpu_emu import cxx_path, shim_runtime
 
     try:
         cxx_path()
@@ -216,7 +216,7 @@ def test_half_and_bfloat16_compile(headers, monkeypatch):
 
 @pytest.fixture(scope="module")
 def emu():
-    from uops.emulate import EmulatedCompiler, EmulatedRuntime
+    from uops.backends.gpu_emu import EmulatedCompiler, EmulatedRuntime
 
     if SHIM_REASON is not None:
         pytest.skip(f"GPU shim unavailable: {SHIM_REASON}")
@@ -295,7 +295,7 @@ def test_shim_atomics_across_concurrent_blocks(emu):
 
 
 def test_shim_errors_are_specific(emu):
-    from uops.emulate import LaunchError
+    from uops.backends.gpu_emu import LaunchError
 
     comp, rt = emu
     with pytest.raises(CompileError, match="no __global__ kernel"):
@@ -427,7 +427,7 @@ def test_renderer_local_memory_and_barrier_run_on_the_shim():
     assert "__shared__ float" in src and "__syncthreads();" in src and "__launch_bounds__(64)" in src
     if NVRTC_REASON is None:
         assert "rev_tile" in elf_symbols(NVRTCCompiler().compile(src))
-    from uops.emulate import EmulatedRuntime
+    from uops.backends.gpu_emu import EmulatedRuntime
 
     lib = Device["CUDA_EMU"].compiler.compile(src)
     x = np.random.rand(4 * bs).astype(np.float32)
@@ -530,7 +530,7 @@ def test_renderer_vector_types_run_on_the_shim():
     assert "float4" in src and "make_float4(" in src and ".w" in src
     if NVRTC_REASON is None:
         assert "rev4" in elf_symbols(NVRTCCompiler().compile(src))
-    from uops.emulate import EmulatedRuntime
+    from uops.backends.gpu_emu import EmulatedRuntime
 
     x = np.random.rand(32).astype(np.float32)
     out = np.zeros_like(x)

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from uops.device import Allocator, Buffer, BufferFreedError, HostAllocator, Program, Runtime, copy_between
 from uops.dtypes import dtypes, f32_to_bf16
+from uops.runtime import Allocator, Buffer, BufferFreedError, HostAllocator, Program, Runtime, copy_between
 
 
 class CountingHostAllocator(HostAllocator):

@@ -821,9 +821,9 @@ def test_ordered_comparisons_with_nan_are_false(device):
 
 def test_max_decomposed_for_a_renderer_without_max_propagates_nan():
     from uops.codegen.program import get_program
-    from uops.ops import AxisType, Ops
+    from uops.ir.ops import AxisType, Ops
+    from uops.ir.uop import UOp
     from uops.plugins import Device
-    from uops.uop import UOp
 
     dev = Device["PYTHON"]
     ren = type(dev.renderer)()

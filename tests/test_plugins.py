@@ -18,7 +18,7 @@ from uops.plugins import (
     register_backend,
     unregister_backend,
 )
-from uops.versions import SpecifierError, specifier_contains
+from uops.plugins.versions import SpecifierError, specifier_contains
 from venv_helpers import Venv, make_venv, write_plugin
 
 # ---------------------------------------------------------------------------------------------
@@ -512,7 +512,7 @@ def test_zip_on_sys_path_falls_back_to_importlib_metadata(tmp_path, monkeypatch:
 
 
 def test_uops_range_from_requires() -> None:
-    from uops.versions import uops_range
+    from uops.plugins.versions import uops_range
 
     assert uops_range(["numpy>=1", "uops<0.2,>=0.1"]) == "<0.2,>=0.1"
     assert uops_range(["uops (>=0.1,<0.2)"]) == ">=0.1,<0.2"

@@ -569,8 +569,8 @@ def test_bfloat16_on_python_backend():
 
 
 def test_use_after_free_is_an_error(device):
-    from uops.device import BufferFreedError
     from uops.frontend.realize import get_buffer
+    from uops.runtime import BufferFreedError
 
     t = (Tensor(rnd(4), device=device) + 1).realize()
     get_buffer(t.uop.src[0]).free()

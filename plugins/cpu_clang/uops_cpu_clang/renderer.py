@@ -10,8 +10,8 @@ from __future__ import annotations
 import platform
 
 from uops.dtypes import dtypes
+from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
-from uops.uop import UOp
 
 
 class ClangRenderer(CStyleRenderer):
@@ -21,7 +21,7 @@ class ClangRenderer(CStyleRenderer):
     local_max = None
     unsupported_dtypes = frozenset({dtypes.bfloat16})
 
-    def render_bitcast(self, x: str, src, dst) -> str:  # type: ignore[no-untyped-def]
+    def render_bitcast(self, x: str, src, dst) -> str:
         # C has no bit_cast; a compound-literal union is well defined in C99 and folds to a move
         return f"((union {{ {self.render_dtype(src)} a; {self.render_dtype(dst)} b; }}){{.a = {x}}}).b"
 

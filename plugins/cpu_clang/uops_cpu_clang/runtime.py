@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from uops.device import Buffer, HostAllocator, Program, Runtime
+from uops.runtime import Buffer, HostAllocator, Program, Runtime
 
 __all__ = ["ClangProgram", "ClangRuntime"]
 

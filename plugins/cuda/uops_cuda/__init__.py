@@ -3,7 +3,7 @@
 CUDA      CUDARenderer -> NVRTCCompiler (CUBIN) -> CUDA driver API (cuda-bindings). Compiling
           needs no GPU (NVRTC is a pip wheel), so `uops compile --device CUDA` works in CI.
 CUDA_EMU  the same CUDARenderer source, compiled for the host by clang++ with the core's
-          gpu_shim.h and launched by uops.emulate: the numerical proof of the CUDA renderer on
+          gpu_shim.h and launched by uops.backends.gpu_emu: the numerical proof of the CUDA renderer on
           machines without a GPU. When NVRTC is installed, each kernel is also compiled by
           NVRTC first (UOPS_CUDA_EMU_NVRTC=0 skips that), so the source is proven to be CUDA too.
 
@@ -21,7 +21,7 @@ from uops.plugins import Backend, hookimpl
 
 if TYPE_CHECKING:
     from uops.compiler import Compiler
-    from uops.device import Runtime
+    from uops.runtime import Runtime
     from uops_cuda.renderer import CUDARenderer
 
 __version__ = "0.1.0"
@@ -94,14 +94,14 @@ def _emu_compiler(arch: str | None) -> Compiler:
 
 
 def _emu_runtime() -> Runtime:
-    from uops.emulate import EmulatedRuntime
+    from uops.backends.gpu_emu import EmulatedRuntime
 
     return EmulatedRuntime("CUDA_EMU")
 
 
 def _emu_probe_compile() -> str | None:
+    from uops.backends.gpu_emu import cxx_path
     from uops.compiler import CompilerUnavailableError
-    from uops.emulate import cxx_path
 
     try:
         cxx_path()
@@ -112,8 +112,8 @@ def _emu_probe_compile() -> str | None:
 
 def _emu_probe_runtime() -> str | None:
     """The launcher is built from gpu_shim.h on first use: that build is the probe."""
+    from uops.backends.gpu_emu import shim_runtime
     from uops.compiler import CompileError, CompilerUnavailableError
-    from uops.emulate import shim_runtime
 
     try:
         shim_runtime()

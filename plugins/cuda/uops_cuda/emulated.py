@@ -1,13 +1,13 @@
 """CUDA_EMU's compiler: the CUDA source proven by NVRTC, then built for the host with the GPU shim.
 
 Why both: NVRTC shows the rendered source is valid CUDA for the target; the shim build
-(uops.emulate + gpu_shim.h) runs that same source on the CPU, so its results can be checked
+(uops.backends.gpu_emu + gpu_shim.h) runs that same source on the CPU, so its results can be checked
 against numpy on machines without a GPU.
 """
 
 from __future__ import annotations
 
-from uops.emulate import EmulatedCompiler
+from uops.backends.gpu_emu import EmulatedCompiler
 
 __all__ = ["EmulatedCUDACompiler"]
 

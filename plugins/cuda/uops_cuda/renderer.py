@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 
 from uops.dtypes import DType, PtrDType, dtypes
-from uops.ops import Ops
+from uops.ir.ops import Ops
+from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
-from uops.uop import UOp
 
 __all__ = ["CUDARenderer"]
 
@@ -23,7 +23,7 @@ _AXES = "xyz"
 _HALVES = (dtypes.float16, dtypes.bfloat16)
 
 
-def _math(name32: str, name64: str):  # type: ignore[no-untyped-def]
+def _math(name32: str, name64: str):
     def f(x: str, dt: DType) -> str:
         return f"{name64}({x})" if dt.scalar() == dtypes.float64 else f"{name32}({x})"
 

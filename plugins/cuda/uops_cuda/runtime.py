@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from uops.device import Allocator, Program, Runtime
+from uops.runtime import Allocator, Program, Runtime
 
 __all__ = ["CUDAAllocator", "CUDAError", "CUDAProgram", "CUDARuntime", "device_arch", "probe_runtime"]
 

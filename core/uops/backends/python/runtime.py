@@ -1,0 +1,299 @@
+"""The PYTHON runtime: executes linear uops over numpy, all threads of the launch in lockstep.
+
+Every value is an array over the launch's threads (or a scalar, when uniform), so a barrier
+is satisfied by construction and a loop runs its body once per iteration for every thread.
+Out-of-bounds accesses raise instead of reading garbage: this is the reference backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from uops.dtypes import DType, PtrDType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
+from uops.ir.ops import AxisType, Ops
+from uops.ir.serialize import uops_from_data
+from uops.ir.uop import UOp
+from uops.runtime import Allocator, HostAllocator, Program, Runtime
+
+
+class InterpreterError(RuntimeError):
+    """The program did something undefined (out-of-bounds access, unknown op)."""
+
+
+def _np(dt: DType) -> np.dtype:
+    """Compute dtype: bfloat16 values are computed in float32 and rounded after each op."""
+    return np.dtype(np.float32) if dt.scalar() == dtypes.bfloat16 else to_numpy(dt.scalar())
+
+
+def _round(x: Any, dt: DType) -> np.ndarray:
+    arr = np.asarray(x).astype(_np(dt), copy=False)
+    if dt.scalar() == dtypes.bfloat16:
+        arr = bf16_to_f32(f32_to_bf16(arr))
+    return arr
+
+
+def _cdiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    safe = np.where(b == 0, 1, b)
+    q = np.abs(a) // np.abs(safe)
+    return np.where(b == 0, 0, np.where((a < 0) != (safe < 0), -q, q))
+
+
+def _alu(op: Ops, dt: DType, srcs: list[np.ndarray]) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        a = srcs[0]
+        if op is Ops.NEG:
+            return np.logical_not(a) if dt == dtypes.bool else _round(-a, dt)
+        if op is Ops.EXP2:
+            return _round(np.exp2(a), dt)
+        if op is Ops.LOG2:
+            return _round(np.log2(a), dt)
+        if op is Ops.SIN:
+            return _round(np.sin(a), dt)
+        if op is Ops.SQRT:
+            return _round(np.sqrt(a), dt)
+        if op is Ops.RECIPROCAL:
+            return _round(1 / a, dt)
+        if op is Ops.TRUNC:
+            return _round(np.trunc(a), dt)
+        b = srcs[1]
+        if op is Ops.ADD:
+            return _round(np.add(a, b), dt)
+        if op is Ops.SUB:
+            return _round(np.subtract(a, b), dt)
+        if op is Ops.MUL:
+            return _round(np.multiply(a, b), dt)
+        if op is Ops.FDIV:
+            return _round(np.true_divide(a, b), dt)
+        if op is Ops.IDIV:
+            return _round(_cdiv(a, b), dt)
+        if op is Ops.MOD:
+            return _round(a - _cdiv(a, b) * b, dt)
+        if op is Ops.MAX:
+            return _round(np.maximum(a, b), dt)
+        if op is Ops.POW:
+            return _round(np.power(a, b), dt)
+        if op is Ops.CMPLT:
+            return np.less(a, b)
+        if op is Ops.CMPNE:
+            return np.not_equal(a, b)
+        if op is Ops.CMPEQ:
+            return np.equal(a, b)
+        if op is Ops.AND:
+            return _round(np.bitwise_and(a, b), dt)
+        if op is Ops.OR:
+            return _round(np.bitwise_or(a, b), dt)
+        if op is Ops.XOR:
+            return _round(np.bitwise_xor(a, b), dt)
+        if op is Ops.SHL:
+            return _round(np.left_shift(a, b.astype(a.dtype)), dt)
+        if op is Ops.SHR:
+            return _round(np.right_shift(a, b.astype(a.dtype)), dt)
+        c = srcs[2]
+        if op is Ops.WHERE:
+            return _round(np.where(a, b, c), dt)
+        if op is Ops.MULACC:
+            return _round(a * b + c, dt)
+    raise InterpreterError(f"the PYTHON backend has no definition of {op.name}; this is a bug")
+
+
+def _cast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if dst == dtypes.bool:
+            return np.not_equal(x, 0)
+        if dtypes.is_int(dst) and dtypes.is_float(src):
+            x = np.trunc(x)
+            x = np.where(np.isfinite(x), x, 0)
+            info = np.iinfo(to_numpy(dst)) if dst.itemsize < 8 else None
+            if info is not None:
+                # C leaves out-of-range float->int undefined; wrap like the hardware's 64-bit convert
+                return x.astype(np.int64).astype(to_numpy(dst))
+            return x.astype(to_numpy(dst))
+        return _round(x, dst)
+
+
+class _Ptr:
+    """A pointer value: an array, per-thread element indices, an optional gate."""
+
+    __slots__ = ("arr", "idx", "gate", "per_thread")
+
+    def __init__(self, arr: np.ndarray, idx: np.ndarray, gate: np.ndarray | None, per_thread: bool) -> None:
+        self.arr, self.idx, self.gate, self.per_thread = arr, idx, gate, per_thread
+
+
+class PythonProgram(Program):
+    def __init__(self, name: str, lib: bytes) -> None:
+        try:
+            data = json.loads(lib)
+            self.uops: list[UOp] = uops_from_data(data["program"])
+        except (ValueError, KeyError) as e:
+            raise InterpreterError(f"cannot load PYTHON program {name!r}: {e}") from e
+        if data.get("name") != name:
+            raise InterpreterError(f"this binary holds kernel {data.get('name')!r}, not {name!r}")
+        self.name = name
+        self.ends: dict[int, int] = {}
+        self.starts: dict[int, int] = {}
+        pos = {u: i for i, u in enumerate(self.uops)}
+        for i, u in enumerate(self.uops):
+            if u.op is Ops.END:
+                start = pos[u.src[-1]]
+                self.ends[start], self.starts[i] = i, start
+        self.n_globals = sum(1 for u in self.uops if u.op is Ops.DEFINE_GLOBAL)
+
+    def __call__(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, ...] = (1, 1, 1),
+        local_size: tuple[int, ...] = (1, 1, 1),
+        vals: tuple[int, ...] = (),
+        wait: bool = False,
+    ) -> float | None:
+        t0 = time.perf_counter()
+        if len(bufs) != self.n_globals:
+            raise InterpreterError(f"kernel {self.name} takes {self.n_globals} buffers, got {len(bufs)}")
+        self._run(bufs, tuple(global_size), tuple(local_size), vals)
+        return time.perf_counter() - t0 if wait else None
+
+    def _run(self, bufs: tuple[Any, ...], gsz: tuple[int, ...], lsz: tuple[int, ...], vals: tuple[int, ...]) -> None:
+        gsz = (*gsz, 1, 1, 1)[:3]
+        lsz = (*lsz, 1, 1, 1)[:3]
+        n = math.prod(gsz) * math.prod(lsz)
+        tid = np.arange(n, dtype=np.int64)
+        special: dict[str, np.ndarray] = {}
+        rest = tid
+        for d in range(3):
+            special[f"lidx{d}"] = (rest % lsz[d]).astype(np.int32)
+            rest = rest // lsz[d]
+        for d in range(3):
+            special[f"gidx{d}"] = (rest % gsz[d]).astype(np.int32)
+            rest = rest // gsz[d]
+        var_names = sorted(u.arg[0] for u in self.uops if u.op is Ops.DEFINE_VAR)
+        if len(vals) != len(var_names):
+            raise InterpreterError(f"kernel {self.name} takes variables {var_names}, got {len(vals)} values")
+        var_vals = dict(zip(var_names, vals))
+        v: dict[UOp, Any] = {}
+        counters: dict[int, int] = {}
+        masks: list[np.ndarray] = []
+        uops = self.uops
+        pc = 0
+        while pc < len(uops):
+            u = uops[pc]
+            op, dt, src = u.op, u.dtype, u.src
+            if op is Ops.DEFINE_GLOBAL:
+                assert isinstance(dt, PtrDType)
+                v[u] = bufs[u.arg].view(to_numpy(dt.base))
+            elif op is Ops.DEFINE_VAR:
+                v[u] = np.asarray(var_vals[u.arg[0]], dtype=_np(dt))
+            elif op is Ops.DEFINE_REG:
+                assert isinstance(dt, PtrDType)
+                v[u] = np.zeros((n, dt.size), dtype=_np(dt.base))
+            elif op is Ops.DEFINE_LOCAL:
+                raise InterpreterError("the PYTHON backend declares no local memory; DEFINE_LOCAL is a lowering bug")
+            elif op is Ops.CONST:
+                v[u] = np.asarray(u.arg, dtype=_np(dt))
+            elif op is Ops.SPECIAL:
+                v[u] = special[u.arg]
+            elif op is Ops.AFTER:
+                v[u] = v[src[0]]
+            elif op is Ops.RANGE:
+                end = int(np.asarray(v[src[0]]).reshape(-1)[0]) if np.ndim(v[src[0]]) else int(v[src[0]])
+                i = counters.get(pc, -1) + 1 if pc in counters and counters[pc] >= 0 else 0
+                if i >= end:
+                    counters.pop(pc, None)
+                    pc = self.ends[pc] + 1
+                    continue
+                counters[pc] = i
+                v[u] = np.asarray(i, dtype=_np(dt))
+            elif op is Ops.END:
+                start = self.starts[pc]
+                end = int(v[uops[start].src[0]])
+                if counters[start] + 1 < end:
+                    pc = start
+                    continue
+                counters.pop(start)
+            elif op is Ops.INDEX:
+                base = v[src[0]]
+                gate = np.broadcast_to(v[src[2]], (n,)) if len(src) == 3 else None
+                per_thread = (
+                    isinstance(src[0].dtype, PtrDType)
+                    and src[0].dtype.addrspace is not None
+                    and (_root_op(src[0]) is Ops.DEFINE_REG)
+                )
+                v[u] = _Ptr(base, np.broadcast_to(v[src[1]], (n,)).astype(np.int64), gate, per_thread)
+            elif op is Ops.LOAD:
+                p: _Ptr = v[src[0]]
+                idx = p.idx if p.gate is None else np.where(p.gate, p.idx, 0)
+                # only lanes whose gate is true dereference (they must be in bounds); the others read
+                # element 0 as a stand-in, or nothing at all from an empty buffer
+                self._check_bounds(p, p.idx if p.gate is None else p.idx[p.gate], u)
+                if p.arr.shape[-1] == 0:
+                    raw = np.zeros(n, dtype=p.arr.dtype)
+                else:
+                    raw = p.arr[tid, idx] if p.per_thread else p.arr[idx]
+                if not p.per_thread and dt.scalar() == dtypes.bfloat16:
+                    raw = bf16_to_f32(raw)
+                raw = raw.astype(_np(dt), copy=False)
+                v[u] = raw if p.gate is None else np.where(p.gate, raw, v[src[1]]).astype(_np(dt))
+            elif op is Ops.STORE:
+                p = v[src[0]]
+                val = np.broadcast_to(v[src[1]], (n,))
+                sel = np.ones(n, dtype=bool) if p.gate is None else p.gate.copy()
+                for m in masks:
+                    sel &= m
+                idx = p.idx[sel]
+                self._check_bounds(p, idx, u)
+                if p.per_thread:
+                    p.arr[tid[sel], idx] = val[sel]
+                else:
+                    store_dt = src[1].dtype
+                    out = f32_to_bf16(val[sel]) if store_dt.scalar() == dtypes.bfloat16 else val[sel]
+                    p.arr[idx] = out
+            elif op is Ops.IF:
+                masks.append(np.broadcast_to(v[src[0]], (n,)).astype(bool))
+            elif op is Ops.ENDIF:
+                masks.pop()
+            elif op is Ops.BARRIER:
+                pass  # all threads run in lockstep: every earlier uop has finished for every thread
+            elif op is Ops.CAST:
+                v[u] = _cast(np.asarray(v[src[0]]), src[0].dtype, dt)
+            elif op is Ops.BITCAST:
+                v[u] = np.asarray(v[src[0]]).astype(to_numpy(src[0].dtype)).view(to_numpy(dt))
+            elif op is Ops.VECTORIZE:
+                v[u] = np.stack([np.broadcast_to(v[s], (n,)) for s in src], axis=-1)
+            elif op is Ops.GEP:
+                x = v[src[0]]
+                v[u] = x[..., u.arg[0]] if len(u.arg) == 1 else x[..., list(u.arg)]
+            elif op is Ops.NOOP:
+                pass
+            else:
+                v[u] = _alu(op, dt, [np.asarray(v[s]) for s in src])
+            pc += 1
+
+    def _check_bounds(self, p: _Ptr, idx: np.ndarray, u: UOp) -> None:
+        size = p.arr.shape[-1]
+        if idx.size and (idx.min() < 0 or idx.max() >= size):
+            bad = idx[(idx < 0) | (idx >= size)][0]
+            raise InterpreterError(f"kernel {self.name}: {u.op.name} at element {bad} of a buffer of {size} elements")
+
+
+def _root_op(u: UOp) -> Ops:
+    while u.op is Ops.AFTER:
+        u = u.src[0]
+    return u.op
+
+
+class PythonRuntime(Runtime):
+    device = "PYTHON"
+
+    def __init__(self) -> None:
+        self.allocator: Allocator = HostAllocator()
+
+    def load(self, name: str, lib: bytes) -> Program:
+        return PythonProgram(name, lib)
+
+
+__all__ = ["AxisType", "PythonProgram", "PythonRuntime"]

@@ -1,0 +1,227 @@
+"""The `uops` command: `uops devices`, and (filled in by their owners) `demo`, `compile`, `bench`.
+
+Errors are one plain sentence on stderr and a non-zero exit; `--debug` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+import uops
+
+EXIT_OK, EXIT_ERROR, EXIT_UNAVAILABLE = 0, 1, 2
+
+
+# ---------------------------------------------------------------------------------------------
+# uops devices
+# ---------------------------------------------------------------------------------------------
+
+
+_REASON_MAX = 160
+
+
+def _status_text(row: dict[str, object], verbose: bool) -> str:
+    """The status and its reason; in the table, the reason's first line, shortened (the rest: -v or --json)."""
+    status, reason = str(row["status"]), str(row["reason"] or "")
+    if status == "ok" or not reason:
+        return status
+    if not verbose:
+        first = reason.strip().splitlines()[0] if reason.strip() else reason
+        cut = len(first) > _REASON_MAX or first != reason.strip()
+        reason = (first[:_REASON_MAX].rstrip() + " ...") if cut else first
+    return f"{status}: {reason}"
+
+
+def _yes_no(ok: object) -> str:
+    return "-" if ok is None else "yes" if ok else "no"
+
+
+def _targets_text(targets: object, limit: int = 4) -> str:
+    if not isinstance(targets, list) or not targets:
+        return "-"
+    shown = ",".join(targets[:limit])
+    return shown if len(targets) <= limit else f"{shown},+{len(targets) - limit} more"
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    """Every discovered backend: plugin, API range, status (and why not ok), targets, runtime."""
+    from uops.plugins import Device
+
+    rows = [s.as_dict() for s in Device.status()]
+    if args.json:
+        print(json.dumps({"uops_version": uops.__version__, "backends": rows}, indent=2))
+        return EXIT_OK
+    table = [("DEVICE", "PLUGIN", "API", "TARGETS", "COMPILE", "RUN", "STATUS")]
+    for r in rows:
+        plugin = f"{r['distribution'] or r['module']} {r['version'] or ''}".strip()
+        api = "(undeclared)" if r["api_range"] is None else str(r["api_range"]) or "any"
+        cells = (str(r["device"]), plugin, api, _targets_text(r["targets"]), _yes_no(r["compile_ok"]))
+        table.append((*cells, _yes_no(r["runtime_ok"]), _status_text(r, args.verbose)))
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
+    print(f"uops {uops.__version__}")
+    for line in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1])
+    fixes = [(r["device"], r["fix"]) for r in rows if r["status"] != "ok" and r["fix"]]
+    for device, fix in fixes:
+        print(f"  {device}: {fix}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# uops demo / compile / bench
+# ---------------------------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """A small real program on every usable device, checked against numpy; exit 1 on a mismatch."""
+    from uops.cli import demo
+
+    devices = [d.strip().upper() for d in args.devices.split(",")] if args.devices else None
+    return demo.run(devices, stages_device=args.stages_device, show_devices=lambda: cmd_devices(_plain_devices()))
+
+
+def _plain_devices() -> argparse.Namespace:
+    return argparse.Namespace(json=False, verbose=False)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Compile an expression (or show a saved ProgramSpec) for a target; never needs the hardware."""
+    from uops.cli import compile as compile_cmd
+
+    if args.expr.endswith(".json"):
+        if not Path(args.expr).is_file():
+            raise FileNotFoundError(f"no saved ProgramSpec at {args.expr} (make one: uops compile EXPR --out FILE)")
+        print(compile_cmd.describe_spec_file(Path(args.expr)))
+        return EXIT_OK
+    shapes = compile_cmd.parse_shapes(args.shape or [])
+    default = compile_cmd.parse_shapes([f"default={args.default_shape}"])["default"]
+    print(
+        f"compiling {args.expr!r} for {args.device}{' (' + args.arch + ')' if args.arch else ''} ...", file=sys.stderr
+    )
+    results = compile_cmd.compile_expression(args.expr, args.device, args.arch, shapes, default, args.dtype)
+    for i, (spec, stages) in enumerate(results):
+        g, loc = spec.launch_dims()
+        print(
+            f"kernel {i}: {spec.name} on {spec.device} ({spec.target}), global {g}, local {loc}, "
+            f"{len(spec.lib)} bytes, ~{spec.estimates.ops} ops, "
+            f"{spec.estimates.bytes_read + spec.estimates.bytes_written} bytes moved"
+        )
+        if args.stages:
+            print(stages)
+        if args.out:
+            out = Path(args.out if len(results) == 1 else f"{Path(args.out).with_suffix('')}.{i}.json")
+            out.write_text(spec.to_json())
+            print(f"saved {out}")
+    return EXIT_OK
+
+
+BENCH_SUITES = ("ops", "rewrite", "startup")
+
+
+def _bench_dir() -> Path:
+    import os
+
+    candidates = [os.environ.get("UOPS_BENCH_DIR", ""), "bench", str(Path(__file__).resolve().parent.parent / "bench")]
+    for c in candidates:
+        if c and (Path(c) / "ops.py").is_file():
+            return Path(c)
+    raise FileNotFoundError(
+        "the bench/ suites ship with the source checkout, not the wheel; run `uops bench` from a clone of uops "
+        "or set UOPS_BENCH_DIR to its bench/ folder"
+    )
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the bench/ suites (each prints its own ratio table) in this interpreter."""
+    import subprocess
+
+    bench = _bench_dir()
+    suites = args.suites or ["ops", "rewrite"]
+    unknown = [s for s in suites if s not in BENCH_SUITES]
+    if unknown:
+        raise ValueError(f"unknown bench suite(s) {unknown}; choose from {list(BENCH_SUITES)}")
+    status = EXIT_OK
+    for suite in suites:
+        extra: list[str] = []
+        if suite == "ops":
+            extra = [*(["--device", args.device] if args.device else []), *(["--small"] if args.quick else [])]
+        elif suite == "rewrite" and args.quick:
+            extra = ["--quick"]
+        elif suite == "startup" and args.quick:
+            extra = ["--runs", "5"]
+        print(f"== bench/{suite}.py {' '.join(extra)}".rstrip(), flush=True)
+        rc = subprocess.run([sys.executable, str(bench / f"{suite}.py"), *extra], check=False).returncode
+        if rc != 0:
+            print(f"bench/{suite}.py exited {rc}", file=sys.stderr)
+            status = EXIT_ERROR
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (separate from main() so tests and docs can inspect it)."""
+    parser = argparse.ArgumentParser(prog="uops", description="uops: a slim tensor compiler with plugin backends")
+    parser.add_argument("--version", action="version", version=f"uops {uops.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("devices", help="list installed backends, whether they work, and why not")
+    p.add_argument("--json", action="store_true", help="machine-readable output (full reasons)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show reasons in full, not only their first line")
+    p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("demo", help="run an MLP, a softmax and a matmul on every usable device, checked against numpy")
+    p.add_argument("--devices", help="comma-separated devices (default: every device that can run)")
+    p.add_argument("--stages-device", help="device whose four PROGRAM stages are shown (default: CPU, else the first)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("compile", help="compile a tensor expression for a target and show its stages")
+    p.add_argument("expr", metavar="EXPR|FILE", help='an expression like "(a+b).sum()", or a saved ProgramSpec .json')
+    p.add_argument("--device", default="CPU", help="target device (hardware not needed; default CPU)")
+    p.add_argument("--arch", help="target architecture (e.g. sm_80 for CUDA; default: the device's own or default)")
+    p.add_argument("--shape", action="append", metavar="NAME=D0,D1", help="shape of a named input (repeatable)")
+    p.add_argument("--default-shape", default="16,16", help="shape of inputs without --shape (default 16,16)")
+    p.add_argument("--dtype", default="float32", help="dtype of the inputs (default float32)")
+    p.add_argument("--stages", action="store_true", help="print SINK, LINEAR, SOURCE and BINARY of each kernel")
+    p.add_argument("--out", help="save the ProgramSpec as JSON (runs later anywhere the runtime is installed)")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("bench", help="run the bench/ suites (ratios against numpy and tinygrad)")
+    p.add_argument("suites", nargs="*", help=f"suites to run: {', '.join(BENCH_SUITES)} (default: ops rewrite)")
+    p.add_argument("--device", help="device for the ops suite (default: CPU if available)")
+    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    p.set_defaults(func=cmd_bench)
+
+    for p in sub.choices.values():
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `uops` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return EXIT_UNAVAILABLE
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("uops: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+        else:
+            lines = str(e).strip().splitlines() or [type(e).__name__]
+            more = " (details: rerun with --debug)" if len(lines) > 1 else ""
+            print(f"uops {args.command}: error: {lines[0]}{more}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""Lowering: a kernel AST becomes a low-level SINK a renderer can print.
+
+Output axes become loops (CPU-style renderers) or launch indices split into global and local
+dimensions (GPU-style renderers); reductions become register accumulators updated in loops;
+ops the renderer does not declare are decomposed; index math is simplified; padded reads
+become gated loads. Every step is a PatternMatcher applied by graph_rewrite.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import Any
+
+from uops.dtypes import AddrSpace, dtypes
+from uops.ir.ops import AxisType, Ops
+from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uops.ir.spec import verify
+from uops.ir.symbolic import symbolic
+from uops.ir.uop import UOp
+from uops.renderer import Renderer
+
+
+class LoweringError(ValueError):
+    """A kernel the target cannot run as written (unsupported dtype, grid too large...)."""
+
+
+# ----- kernel optimizations: the one place they plug in -----
+class OptOps(Enum):
+    UPCAST = auto()
+    UNROLL = auto()
+    LOCAL = auto()
+    THREAD = auto()
+
+
+@dataclass(frozen=True)
+class Opt:
+    op: OptOps
+    axis: int
+    amount: int
+
+
+def apply_opts(ast: UOp, opts: list[Opt], renderer: Renderer) -> UOp:
+    """Kernel optimizations (upcast, unroll, locals, threads) rewrite the AST here, before lowering."""
+    for opt in opts:
+        if not isinstance(opt, Opt):
+            raise TypeError(f"opts must be a list of Opt, got {type(opt).__name__}")
+        raise NotImplementedError(f"kernel optimization {opt} is not implemented yet (see the optimization issue)")
+    return ast
+
+
+# ----- helpers -----
+def open_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
+    """For every node: the RANGEs it sits inside (those it depends on and that no END closed)."""
+    ctx: dict[UOp, frozenset[UOp]] = {}
+    for u in root.toposort():
+        s: frozenset[UOp] = frozenset().union(*(ctx[x] for x in u.src)) if u.src else frozenset()
+        if u.op is Ops.RANGE:
+            s = s | {u}
+        elif u.op is Ops.END:
+            s = s - {x for x in u.src if x.op is Ops.RANGE}
+        ctx[u] = s
+    return ctx
+
+
+_replace_nodes = PatternMatcher([(UPat(name="x"), lambda ctx, x: ctx.get(x))])
+
+
+def _substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+    return graph_rewrite(root, _replace_nodes, ctx=mapping) if mapping else root
+
+
+def _reduce_identity(op: Ops, dt: Any) -> Any:
+    if op is Ops.ADD:
+        return 0
+    if op is Ops.MUL:
+        return 1
+    if op is Ops.MAX:
+        return dtypes.min(dt)
+    raise LoweringError(f"REDUCE with {op} is not supported; use ADD, MUL or MAX")
+
+
+# ----- step 1: tidy the AST -----
+def _drop_unit_range(r: UOp) -> UOp | None:
+    return UOp.const(r.dtype, 0) if r.src[0].op is Ops.CONST and r.src[0].arg == 1 else None
+
+
+def _gate_load(valid: UOp, ld: UOp, pad: UOp) -> UOp | None:
+    idx = ld.src[0]
+    if idx.op is not Ops.INDEX or len(idx.src) != 2 or len(ld.src) != 1:
+        return None
+    return UOp(Ops.LOAD, ld.dtype, (idx.replace(src=(*idx.src, valid)), pad))
+
+
+def _gate_load_inverted(valid: UOp, pad: UOp, ld: UOp) -> UOp | None:
+    return _gate_load(valid.logical_not(), ld, pad)
+
+
+pm_tidy_ast = PatternMatcher(
+    [
+        (UPat(Ops.RANGE, name="r"), _drop_unit_range),
+        (UPat.var("valid").where(UPat(Ops.LOAD, name="ld"), UPat.var("pad")), _gate_load),
+        (UPat.var("valid").where(UPat.var("pad"), UPat(Ops.LOAD, name="ld")), _gate_load_inverted),
+    ]
+)
+
+
+def _fold_gated_load(ld: UOp, idx: UOp, gate: UOp) -> UOp | None:
+    """A gate that simplified to a constant needs no branch: always read, or never (the pad value)."""
+    if gate.arg:
+        return UOp(Ops.LOAD, ld.dtype, (idx.replace(src=idx.src[:2]),))
+    return ld.src[1]
+
+
+pm_fold_gates = PatternMatcher(
+    [
+        (
+            UPat(
+                Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.cvar("gate")), name="idx"), UPat()), name="ld"
+            ),
+            _fold_gated_load,
+        )
+    ]
+)
+
+
+@functools.cache
+def _tidy_matcher() -> PatternMatcher:
+    return pm_tidy_ast + symbolic
+
+
+# ----- step 2: output axes -----
+@dataclass
+class LaunchDims:
+    global_size: list[UOp] = field(default_factory=list)  # workgroups per dimension
+    local_size: list[int] = field(default_factory=list)  # threads per workgroup per dimension
+
+
+def _pick_local(end: UOp, limit: int) -> int:
+    if end.op is not Ops.CONST or limit <= 1:
+        return 1
+    n = int(end.arg)
+    best = 1
+    cand = 1
+    while cand * 2 <= min(limit, n):
+        cand *= 2
+        if n % cand == 0:
+            best = cand
+    return best
+
+
+def _fits_grid(groups: list[list[UOp]], limits: tuple[int, ...]) -> bool:
+    """Whether each group (innermost last) fits its launch dimension (innermost -> dimension 0)."""
+    for d, axes in enumerate(reversed(groups)):
+        total = math.prod(int(a.src[0].vmax) for a in axes)
+        if total > limits[d]:
+            return False
+    return True
+
+
+def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
+    """Replace output (GLOBAL) ranges. Returns the new sink, launch dims and the loop ranges created."""
+    out_ranges = sorted(
+        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GLOBAL}, key=lambda r: r.arg[0]
+    )
+    dims = LaunchDims()
+    mapping: dict[UOp, UOp] = {}
+    loops: list[UOp] = []
+    if ren.global_max is None:
+        prev: UOp | None = None
+        for r in out_ranges:
+            new = UOp(Ops.RANGE, r.dtype, (r.src[0],) if prev is None else (r.src[0], prev), (r.arg[0], AxisType.LOOP))
+            mapping[r] = new
+            loops.append(new)
+            prev = new
+        return _substitute(ast, mapping), dims, loops
+    # GPU-style: at most len(global_max) launch dimensions; merge the outermost axes when there are more
+    ndim = len(ren.global_max)
+    groups: list[list[UOp]] = [[r] for r in out_ranges]
+    while len(groups) > ndim:
+        groups = [groups[0] + groups[1], *groups[2:]]
+    if not _fits_grid(groups, ren.global_max):
+        groups = [out_ranges] if out_ranges else []  # one flat dimension: dimension 0 has the largest limit
+    idx_by_dim: list[tuple[list[UOp], int]] = list(zip(reversed(groups), range(len(groups))))  # innermost -> dim 0
+    threads_left = ren.local_threads_max or 1
+    for axes, d in idx_by_dim:
+        size = axes[0].src[0]
+        for a in axes[1:]:
+            size = size * a.src[0]
+        size = graph_rewrite(size, symbolic)
+        limit = min(ren.local_max[d], threads_left) if ren.local_max is not None and d < len(ren.local_max) else 1
+        local = _pick_local(size, limit)
+        threads_left //= local
+        nblocks = graph_rewrite(size // local, symbolic) if local > 1 else size
+        if nblocks.op is Ops.CONST and nblocks.arg > ren.global_max[d]:
+            raise LoweringError(
+                f"launch dimension {d} needs {nblocks.arg} workgroups, more than {ren.device}'s limit "
+                f"{ren.global_max[d]}; reshape the tensor so the largest axis is last"
+            )
+        gidx = UOp(Ops.SPECIAL, dtypes.index, (nblocks,), f"gidx{d}")
+        flat = gidx
+        if local > 1:
+            lidx = UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, local),), f"lidx{d}")
+            flat = gidx * local + lidx
+        dims.global_size.append(nblocks)
+        dims.local_size.append(local)
+        # unflatten merged axes: the last axis varies fastest
+        stride: UOp | None = None
+        for a in reversed(axes):
+            v = flat if stride is None else flat // stride
+            mapping[a] = v % a.src[0] if a is not axes[0] else v
+            stride = a.src[0] if stride is None else stride * a.src[0]
+    return _substitute(ast, mapping), dims, loops
+
+
+# ----- step 3: reductions -> accumulators -----
+@dataclass
+class _ReduceCtx:
+    loops: list[UOp]
+    count: int = 0
+
+
+def _lower_reduce(ctx: _ReduceCtx, red: UOp) -> UOp:
+    val, rranges = red.src[0], sorted(red.src[1:], key=lambda r: r.arg[0])
+    op, dt = red.arg, red.dtype
+    ident = UOp.const(dt, _reduce_identity(op, dt))
+    own = set(rranges)
+    outer = set(open_ranges(val)[val]) - own
+    deps = sorted(outer | set(ctx.loops), key=lambda r: r.arg[0])
+    acc = UOp(Ops.DEFINE_REG, dt.ptr(1, AddrSpace.REG), (), ctx.count)
+    ctx.count += 1
+    zero = UOp.const(dtypes.index, 0)
+    acc_before = UOp(Ops.AFTER, acc.dtype, (acc, *deps)) if deps else acc
+    init = acc_before.index(zero).store(ident)
+    mapping: dict[UOp, UOp] = {}
+    prev = init
+    for r in rranges:
+        new = UOp(Ops.RANGE, r.dtype, (r.src[0], prev), (r.arg[0], AxisType.REDUCE))
+        mapping[r] = new
+        prev = new
+    new_val = _substitute(val, mapping)
+    inner = mapping[rranges[-1]] if rranges else init
+    acc_in = UOp(Ops.AFTER, acc.dtype, (acc, inner))
+    cur = acc_in.index(zero).load()
+    upd = acc_in.index(zero).store(cur.alu(op, new_val))
+    closed: UOp = upd
+    for r in reversed(rranges):
+        closed = closed.end(mapping[r])
+    return UOp(Ops.AFTER, acc.dtype, (acc, closed)).index(zero).load()
+
+
+pm_lower_reduce = PatternMatcher([(UPat(Ops.REDUCE, name="red"), _lower_reduce)])
+
+
+# ----- step 4: close output loops -----
+def close_loops(sink: UOp, loops: list[UOp]) -> UOp:
+    if not loops:
+        return sink
+    body: UOp = UOp(Ops.END, dtypes.void, (*sink.src, loops[-1]))
+    for r in reversed(loops[:-1]):
+        body = body.end(r)
+    return UOp.sink(body, arg=sink.arg)
+
+
+# ----- step 5: decompositions of ops the renderer does not declare -----
+def decompositions(ops: frozenset[Ops]) -> PatternMatcher:
+    rules: list[tuple[UPat, Any]] = []
+    if Ops.SUB not in ops:
+        rules.append((UPat(Ops.SUB, src=(UPat.var("a"), UPat.var("b"))), lambda a, b: a + (-b)))
+    if Ops.FDIV not in ops:
+        rules.append((UPat(Ops.FDIV, src=(UPat.var("a"), UPat.var("b"))), lambda a, b: a * b.reciprocal()))
+    if Ops.POW not in ops:
+        rules.append((UPat(Ops.POW, src=(UPat.var("a"), UPat.var("b"))), lambda a, b: (a.log2() * b).exp2()))
+    if Ops.CMPEQ not in ops:
+        rules.append((UPat(Ops.CMPEQ, src=(UPat.var("a"), UPat.var("b"))), lambda a, b: a.ne(b).ne(True)))
+    if Ops.MAX not in ops:
+        rules.append((UPat(Ops.MAX, src=(UPat.var("a"), UPat.var("b"))), _max_by_select))
+    if Ops.MULACC not in ops:
+        rules.append((UPat(Ops.MULACC, src=(UPat.var("a"), UPat.var("b"), UPat.var("c"))), lambda a, b, c: a * b + c))
+    if Ops.NEG not in ops:
+        rules.append((UPat(Ops.NEG, src=(UPat.var("a"),)), lambda a: a * -1))
+    if Ops.TRUNC not in ops:
+        rules.append((UPat(Ops.TRUNC, src=(UPat.var("a"),)), lambda a: a.cast(dtypes.int64).cast(a.dtype)))
+    return PatternMatcher(rules)
+
+
+def _max_by_select(a: UOp, b: UOp) -> UOp:
+    """MAX as a select that propagates NaN from either side, as the native MAX of every backend does."""
+    take_b = a < b
+    if dtypes.is_float(a.dtype):
+        take_b = take_b | b.ne(b)
+    return take_b.where(b, a)
+
+
+@functools.cache
+def _final_matcher(supported_ops: frozenset[Ops], extra: PatternMatcher | None) -> PatternMatcher:
+    """The last lowering pass for one kind of renderer, assembled once (not per kernel)."""
+    pm = symbolic + pm_fold_gates + decompositions(supported_ops)
+    return pm if extra is None else pm + extra
+
+
+def _check_dtypes(sink: UOp, ren: Renderer) -> None:
+    if not ren.unsupported_dtypes:
+        return
+    for u in sink.toposort():
+        base = u.dtype.base if hasattr(u.dtype, "base") and u.dtype.base is not None else u.dtype
+        if base.scalar() in ren.unsupported_dtypes:
+            raise LoweringError(
+                f"dtype {base.scalar().name} is not supported by the {ren.device} renderer "
+                f"({type(ren).__name__}); cast to float32 or use another device"
+            )
+
+
+def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> tuple[UOp, LaunchDims]:
+    """Kernel AST -> low-level SINK for ``ren``, plus the launch dimensions it needs."""
+    verify(ast, "ast")
+    _check_dtypes(ast, ren)
+    params = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL]
+    ast = apply_opts(ast, opts or [], ren)
+    ast = graph_rewrite(ast, _tidy_matcher())
+    sink, dims, loops = lower_axes(ast, ren)
+    sink = graph_rewrite(sink, pm_lower_reduce, ctx=_ReduceCtx(loops), bottom_up=True)
+    sink = close_loops(sink, loops)
+    sink = graph_rewrite(sink, _final_matcher(ren.supported_ops, ren.extra_matcher))
+    sink = keep_all_params(params, sink)
+    verify(sink, "lowered")
+    return sink, dims
+
+
+def keep_all_params(params: list[UOp], sink: UOp) -> UOp:
+    """Every buffer slot of the AST stays a kernel parameter, even when simplification removed its last
+    use (``x * 0`` on ints, ``x - x``): callers pass one buffer per slot, in slot order, so a dropped
+    parameter would shift every later buffer onto the wrong argument."""
+    have = {u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}
+    lost = sorted((u for u in params if u not in have), key=lambda u: u.arg)
+    return UOp.sink(*sink.src, *lost, arg=sink.arg) if lost else sink

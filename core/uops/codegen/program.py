@@ -1,0 +1,295 @@
+"""The one compiler path: PROGRAM(SINK) -> +LINEAR -> +SOURCE -> +BINARY, and ProgramSpec.
+
+Each step is one rule of ``pm_to_program`` applied by graph_rewrite; the stage checks verify
+every PROGRAM form. ``get_program`` returns a ProgramSpec that serialises to plain data, so a
+program compiled here runs anywhere the runtime is installed. Running never compiles.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from uops.codegen.linearizer import linearize
+from uops.codegen.lowerer import Opt, full_rewrite_to_sink
+from uops.compiler import Compiler
+from uops.dtypes import PtrDType, dtypes
+from uops.ir.ops import AxisType, GroupOp, Ops
+from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uops.ir.serialize import uops_from_data, uops_to_data
+from uops.ir.spec import verify
+from uops.ir.symbolic import symbolic
+from uops.ir.uop import UOp
+from uops.renderer import Renderer
+
+SPEC_FORMAT = 1
+
+
+@dataclass
+class _PathCtx:
+    renderer: Renderer
+    compiler: Compiler
+
+
+def _add_linear(ctx: _PathCtx, prg: UOp, sink: UOp) -> UOp:
+    out = prg.replace(src=(sink, UOp(Ops.LINEAR, src=tuple(linearize(sink)))))
+    verify(out, "program")
+    return out
+
+
+def _add_source(ctx: _PathCtx, prg: UOp, sink: UOp, lin: UOp) -> UOp:
+    src = ctx.renderer.render(prg.arg, list(lin.src))
+    out = prg.replace(src=(sink, lin, UOp(Ops.SOURCE, arg=src)))
+    verify(out, "program")
+    return out
+
+
+def _add_binary(ctx: _PathCtx, prg: UOp, sink: UOp, lin: UOp, source: UOp) -> UOp:
+    lib = ctx.compiler.compile_cached(source.arg)
+    out = prg.replace(src=(sink, lin, source, UOp(Ops.BINARY, arg=lib)))
+    verify(out, "program")
+    return out
+
+
+pm_to_program = PatternMatcher(
+    [
+        (UPat(Ops.PROGRAM, src=(UPat(Ops.SINK, name="sink"),), name="prg"), _add_linear),
+        (UPat(Ops.PROGRAM, src=(UPat(Ops.SINK, name="sink"), UPat(Ops.LINEAR, name="lin")), name="prg"), _add_source),
+        (
+            UPat(
+                Ops.PROGRAM,
+                src=(UPat(Ops.SINK, name="sink"), UPat(Ops.LINEAR, name="lin"), UPat(Ops.SOURCE, name="source")),
+                name="prg",
+            ),
+            _add_binary,
+        ),
+    ]
+)
+
+
+def full_rewrite_to_program(sink: UOp, renderer: Renderer, compiler: Compiler, name: str) -> UOp:
+    """PROGRAM(SINK) through its four forms. Returns PROGRAM(SINK, LINEAR, SOURCE, BINARY)."""
+    prg = UOp(Ops.PROGRAM, src=(sink,), arg=name)
+    return graph_rewrite(prg, pm_to_program, ctx=_PathCtx(renderer, compiler))
+
+
+def kernel_name(ast: UOp) -> str:
+    ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    kind = "r" if any(r.arg[1] is AxisType.REDUCE for r in ranges) else "E"
+    dims = [str(r.src[0].arg) if r.src[0].op is Ops.CONST else "n" for r in ranges]
+    return "_".join([kind, *dims]) if dims else kind
+
+
+@dataclass
+class Estimates:
+    """Work of one launch; with symbolic sizes, an upper bound from the variables' maxima."""
+
+    ops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+
+@dataclass
+class ProgramSpec:
+    name: str
+    src: str
+    device: str
+    target: str
+    ast: UOp
+    uops: list[UOp]
+    lib: bytes
+    global_size: tuple[UOp, ...]  # workgroups per dimension (CONST or an expression of variables)
+    local_size: tuple[int, ...]
+    vars: list[UOp]  # DEFINE_VARs in parameter order
+    outs: list[int]  # buffer slots written
+    ins: list[int]  # buffer slots read
+    buffers: dict[int, str] = field(default_factory=dict)  # slot -> dtype name
+    estimates: Estimates = field(default_factory=Estimates)
+
+    @property
+    def var_names(self) -> list[str]:
+        return [v.arg[0] for v in self.vars]
+
+    def launch_dims(self, var_vals: dict[str, int] | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(global, local) sizes padded to 3 dimensions, evaluating symbolic sizes."""
+        vals = var_vals or {}
+        g = tuple(_eval_int(x, vals) for x in self.global_size)
+        loc = tuple(self.local_size)
+        return (g + (1,) * (3 - len(g))), (loc + (1,) * (3 - len(loc)))
+
+    def vals(self, var_vals: dict[str, int] | None = None) -> tuple[int, ...]:
+        vals = var_vals or {}
+        out = []
+        for v in self.vars:
+            name, lo, hi = v.arg
+            if name not in vals:
+                raise ValueError(f"kernel {self.name} needs a value for variable {name!r}")
+            if not lo <= vals[name] <= hi:
+                raise ValueError(f"variable {name}={vals[name]} is outside its declared range [{lo}, {hi}]")
+            out.append(int(vals[name]))
+        return tuple(out)
+
+    # ----- plain data -----
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe values plus ``lib`` as bytes. Never pickle."""
+        roots = [self.ast, *self.uops, *self.global_size, *self.vars]
+        return {
+            "format": SPEC_FORMAT,
+            "name": self.name,
+            "src": self.src,
+            "device": self.device,
+            "target": self.target,
+            "lib": self.lib,
+            "graph": uops_to_data(roots),
+            "n_uops": len(self.uops),
+            "n_global": len(self.global_size),
+            "local_size": list(self.local_size),
+            "outs": list(self.outs),
+            "ins": list(self.ins),
+            "buffers": {str(k): v for k, v in self.buffers.items()},
+            "estimates": [self.estimates.ops, self.estimates.bytes_read, self.estimates.bytes_written],
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> ProgramSpec:
+        if d.get("format") != SPEC_FORMAT:
+            raise ValueError(f"ProgramSpec format {d.get('format')!r} is not supported (this core reads {SPEC_FORMAT})")
+        if not isinstance(d.get("lib"), bytes):
+            raise ValueError("ProgramSpec data has no compiled 'lib' bytes")
+        roots = uops_from_data(d["graph"])
+        n, g = d["n_uops"], d["n_global"]
+        return ProgramSpec(
+            name=d["name"],
+            src=d["src"],
+            device=d["device"],
+            target=d["target"],
+            ast=roots[0],
+            uops=roots[1 : 1 + n],
+            lib=d["lib"],
+            global_size=tuple(roots[1 + n : 1 + n + g]),
+            local_size=tuple(d["local_size"]),
+            vars=roots[1 + n + g :],
+            outs=list(d["outs"]),
+            ins=list(d["ins"]),
+            buffers={int(k): v for k, v in d["buffers"].items()},
+            estimates=Estimates(*d["estimates"]),
+        )
+
+    def to_json(self) -> str:
+        d = self.to_dict()
+        d["lib"] = base64.b64encode(self.lib).decode()
+        return json.dumps(d)
+
+    @staticmethod
+    def from_json(text: str) -> ProgramSpec:
+        d = json.loads(text)
+        d["lib"] = base64.b64decode(d["lib"])
+        return ProgramSpec.from_dict(d)
+
+
+_bind_vars = PatternMatcher([(UPat(Ops.DEFINE_VAR, name="v"), lambda ctx, v: UOp.const(v.dtype, ctx[v.arg[0]]))])
+
+
+def _eval_int(u: UOp, vals: dict[str, int]) -> int:
+    if u.op is Ops.CONST:
+        return int(u.arg)
+    missing = [v.arg[0] for v in u.variables if v.arg[0] not in vals]
+    if missing:
+        raise ValueError(f"launch size depends on variables {missing} that were not given")
+    c = graph_rewrite(graph_rewrite(u, _bind_vars, ctx=vals), symbolic)
+    if c.op is not Ops.CONST:
+        raise ValueError(f"launch size did not reduce to a number: {c}")
+    return int(c.arg)
+
+
+def _estimate(uops: list[UOp], threads: int) -> Estimates:
+    est = Estimates()
+    mult = [threads]
+    for u in uops:
+        if u.op is Ops.RANGE:
+            end = u.src[0]
+            mult.append(mult[-1] * max(int(end.vmax), 0))
+        elif u.op is Ops.END:
+            mult.pop()
+        elif u.op in GroupOp.ALU and u.dtype != dtypes.bool and u.src and u.src[0].op is not Ops.SPECIAL:
+            est.ops += mult[-1]
+        elif u.op in (Ops.LOAD, Ops.STORE):
+            buf = u.src[0].src[0]
+            while buf.op is Ops.AFTER:
+                buf = buf.src[0]
+            if buf.op is Ops.DEFINE_GLOBAL:
+                assert isinstance(buf.dtype, PtrDType)
+                nbytes = mult[-1] * buf.dtype.base.nbytes
+                if u.op is Ops.LOAD:
+                    est.bytes_read += nbytes
+                else:
+                    est.bytes_written += nbytes
+    return est
+
+
+def get_program(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None) -> ProgramSpec:
+    """Kernel AST -> compiled ProgramSpec for ``renderer``'s target."""
+    sink, dims = full_rewrite_to_sink(ast, renderer, opts)
+    prg = full_rewrite_to_program(sink, renderer, compiler, kernel_name(ast))
+    _, lin, source, binary = prg.src
+    uops = list(lin.src)
+    globals_ = [u for u in uops if u.op is Ops.DEFINE_GLOBAL]
+    outs = sorted({u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
+    ins = sorted({u.src[0].src[0].arg for u in uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
+    buffers = {u.arg: u.dtype.base.name for u in globals_ if isinstance(u.dtype, PtrDType)}
+    threads = math.prod(int(g.vmax) for g in dims.global_size) * math.prod(dims.local_size)
+    return ProgramSpec(
+        name=prg.arg,
+        src=source.arg,
+        device=renderer.device,
+        target=renderer.target,
+        ast=ast,
+        uops=uops,
+        lib=binary.arg,
+        global_size=tuple(dims.global_size),
+        local_size=tuple(dims.local_size),
+        vars=sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]),
+        outs=outs,
+        ins=ins,
+        buffers=buffers,
+        estimates=_estimate(uops, threads),
+    )
+
+
+def format_stages(prg: UOp) -> str:
+    """The four forms of one kernel, for a person: SINK, LINEAR, SOURCE, BINARY."""
+    if prg.op is not Ops.PROGRAM:
+        raise ValueError(f"format_stages expects a PROGRAM node, got {prg.op.name}")
+    parts: list[str] = []
+    names = ["SINK (lowered kernel)", "LINEAR (ordered uops)", "SOURCE", "BINARY"]
+    for title, s in zip(names, prg.src):
+        parts.append(f"===== {title} =====")
+        if s.op is Ops.SINK:
+            parts.append(s.pretty())
+        elif s.op is Ops.LINEAR:
+            num = {u: i for i, u in enumerate(s.src)}
+            depth = 0
+            for i, u in enumerate(s.src):
+                if u.op is Ops.END:
+                    depth -= 1
+                srcs = ", ".join(f"%{num[x]}" for x in u.src)
+                arg = "" if u.arg is None else f" {u.arg!r}"
+                parts.append(f"%{i:<4}{'  ' * depth}{u.op.name:<14} {u.dtype!r:<24} [{srcs}]{arg}")
+                if u.op is Ops.RANGE:
+                    depth += 1
+        elif s.op is Ops.SOURCE:
+            parts.append(s.arg.rstrip())
+        else:
+            lib: bytes = s.arg
+            hexdump = " ".join(f"{b:02x}" for b in lib[:32])
+            parts.append(f"{len(lib)} bytes: {hexdump}{' ...' if len(lib) > 32 else ''}")
+    return "\n".join(parts)
+
+
+def program_stages(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None) -> UOp:
+    """The PROGRAM node of ``ast`` in its final form (for printing its stages)."""
+    sink, _ = full_rewrite_to_sink(ast, renderer, opts)
+    return full_rewrite_to_program(sink, renderer, compiler, kernel_name(ast))

@@ -1,0 +1,144 @@
+"""The Compiler contract and its errors.
+
+A ``Compiler`` turns rendered source into the bytes a runtime loads. Compiling is slow
+(tens of milliseconds per kernel with clang, more with GPU toolchains), so
+``compile_cached`` keeps results in memory and on disk (``uops.compiler.cache``), keyed by
+the source, the compiler's identity (name, version, target) and its flags.
+"""
+
+from __future__ import annotations
+
+import re
+
+from uops.compiler.cache import (
+    cache_dir,
+    cache_key,
+    clear_memory_cache,
+    entry_path,
+    memo_get,
+    memo_put,
+    read_entry,
+    warn_cache,
+    write_entry,
+)
+
+__all__ = [
+    "CompileError",
+    "Compiler",
+    "CompilerUnavailableError",
+    "cache_dir",
+    "cache_key",
+    "clear_memory_cache",
+    "read_entry",
+    "write_entry",
+]
+
+# ---------------------------------------------------------------------------------------
+# errors
+
+
+_MAX_SOURCE_LINES = 120  # beyond this, CompileError shows only the lines around the errors
+_CONTEXT = 4  # lines shown either side of a line the compiler's message names
+
+
+class CompileError(RuntimeError):
+    """A compiler rejected a source: carries the compiler's message and the source itself.
+
+    ``str()`` shows both, the source with line numbers so the compiler's ``file:line:col``
+    references can be followed. Huge sources are cut down to the lines the message names.
+    """
+
+    def __init__(self, message: str, source: str, compiler: str | None = None) -> None:
+        self.message = message
+        self.source = source
+        self.compiler = compiler
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[CompileError], tuple[str, str, str | None]]:
+        # keep source and compiler when the error crosses a process boundary (multiprocessing)
+        return (type(self), (self.message, self.source, self.compiler))
+
+    def numbered_source(self) -> str:
+        """The source with 1-based line numbers; long sources keep only the relevant lines."""
+        lines = self.source.splitlines()
+        width = len(str(len(lines)))
+        if len(lines) <= _MAX_SOURCE_LINES:
+            keep = set(range(len(lines)))
+        else:
+            named = {int(m) - 1 for m in re.findall(r":(\d+):\d+:", self.message)}
+            named = {n for n in named if 0 <= n < len(lines)}
+            keep = set(range(min(10, len(lines))))  # the signature is at the top
+            for n in named:
+                keep.update(range(max(0, n - _CONTEXT), min(len(lines), n + _CONTEXT + 1)))
+            if not named:  # nothing to aim at: show the head and the tail
+                keep.update(range(min(60, len(lines))))
+                keep.update(range(max(0, len(lines) - 20), len(lines)))
+        out: list[str] = []
+        prev = -1
+        for i in sorted(keep):
+            if i != prev + 1:
+                out.append(f"{'':>{width}} | ... ({i - prev - 1} lines not shown)")
+            out.append(f"{i + 1:>{width}} | {lines[i]}")
+            prev = i
+        if prev != len(lines) - 1:
+            out.append(f"{'':>{width}} | ... ({len(lines) - prev - 1} lines not shown)")
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        who = self.compiler or "the compiler"
+        msg = self.message.rstrip() or "(no message)"
+        n = len(self.source.splitlines())
+        return f"{who} failed:\n{msg}\n--- source ({n} lines) ---\n{self.numbered_source()}"
+
+
+class CompilerUnavailableError(RuntimeError):
+    """The toolchain itself is missing or broken (not a problem with the source): says how to fix it."""
+
+
+# ---------------------------------------------------------------------------------------
+# compiler base
+
+
+class Compiler:
+    """Source -> bytes for one target. Subclasses set ``flags`` and implement ``compile``.
+
+    ``identity()`` names the compiler, its version and its target; together with ``flags``
+    it separates cache entries of different toolchains, so a compiler upgrade never loads
+    a binary built by the old one.
+    """
+
+    flags: tuple[str, ...] = ()
+
+    def identity(self) -> str:
+        """Name + version + target. Subclasses override (and cache any version lookup)."""
+        return f"{type(self).__module__}.{type(self).__qualname__}"
+
+    def compile(self, src: str) -> bytes:
+        """Compile ``src``; raise ``CompileError(message, source)`` when it is rejected."""
+        raise NotImplementedError(f"{type(self).__qualname__} must implement compile(src) -> bytes")
+
+    def cache_key(self, src: str) -> str:
+        return cache_key(src, self.identity(), tuple(self.flags))
+
+    def compile_cached(self, src: str) -> bytes:
+        """``compile`` through the in-process memo and the disk cache."""
+        key = self.cache_key(src)
+        lib = memo_get(key)
+        if lib is not None:
+            return lib
+        d = cache_dir()
+        path = entry_path(d, key) if d is not None else None
+        if path is not None:
+            lib = read_entry(path)
+        if lib is None:
+            lib = self.compile(src)
+            if not isinstance(lib, bytes | bytearray):
+                raise TypeError(f"{type(self).__qualname__}.compile returned {type(lib).__name__}, expected bytes")
+            lib = bytes(lib)
+            if path is not None:
+                try:
+                    write_entry(path, lib)
+                except OSError as e:
+                    warn_cache(f"uops compile cache: cannot write {path}: {e}; continuing without caching this kernel")
+        memo_put(key, lib)
+        return lib

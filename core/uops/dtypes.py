@@ -1,0 +1,285 @@
+"""Scalar, vector and pointer types; promotion; the mapping to numpy.
+
+bfloat16 has no numpy equivalent: host buffers of bfloat16 hold the raw 16 bits as uint16
+(``to_numpy`` returns ``np.uint16``); values are converted with ``bf16_to_f32``/``f32_to_bf16``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:  # numpy is imported on first use, so `import uops` stays cheap
+    import numpy as np
+
+
+class AddrSpace(IntEnum):
+    GLOBAL = 0
+    LOCAL = 1
+    REG = 2
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+    """A scalar or vector type. ``count`` > 1 makes a vector of ``count`` scalars."""
+
+    priority: int  # orders promotion inside a kind
+    itemsize: int  # bytes of one scalar
+    name: str
+    fmt: str | None  # struct/numpy character, None for bfloat16
+    kind: str  # 'b' bool, 'i' signed, 'u' unsigned, 'f' float
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        # dtypes are hashed on every UOp-cache lookup and dtype-filtered rule: hash the fields once
+        object.__setattr__(self, "_hash", hash((type(self), *(getattr(self, f) for f in self.__dataclass_fields__))))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
+
+    def vec(self, n: int) -> DType:
+        if self.count != 1:
+            raise ValueError(f"cannot make a vector of the vector type {self}")
+        if n == 1:
+            return self
+        if n < 1:
+            raise ValueError(f"vector width must be >= 1, got {n}")
+        return DType(self.priority, self.itemsize, self.name, self.fmt, self.kind, n)
+
+    def ptr(self, size: int = -1, addrspace: AddrSpace = AddrSpace.GLOBAL) -> PtrDType:
+        return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.kind, 1, self, addrspace, size)
+
+    def scalar(self) -> DType:
+        return self if self.count == 1 else DType(self.priority, self.itemsize, self.name, self.fmt, self.kind)
+
+    @property
+    def nbytes(self) -> int:
+        return self.itemsize * self.count
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
+
+
+@dataclass(frozen=True, eq=True)
+class PtrDType(DType):
+    base: DType = None  # type: ignore[assignment]
+    addrspace: AddrSpace = AddrSpace.GLOBAL
+    size: int = -1  # elements, -1 when unknown (global buffers)
+
+    __hash__ = DType.__hash__
+
+    def vec(self, n: int) -> DType:
+        raise ValueError("pointer types have no vector form; vectorise the base type")
+
+    def scalar(self) -> DType:
+        return self
+
+    def __repr__(self) -> str:
+        return f"{self.base!r}.ptr({self.size}, {self.addrspace.name})"
+
+
+class dtypes:
+    bool: Final = DType(0, 1, "bool", "?", "b")
+    int8: Final = DType(1, 1, "char", "b", "i")
+    uint8: Final = DType(2, 1, "uchar", "B", "u")
+    int16: Final = DType(3, 2, "short", "h", "i")
+    uint16: Final = DType(4, 2, "ushort", "H", "u")
+    int32: Final = DType(5, 4, "int", "i", "i")
+    uint32: Final = DType(6, 4, "uint", "I", "u")
+    int64: Final = DType(7, 8, "long", "q", "i")
+    uint64: Final = DType(8, 8, "ulong", "Q", "u")
+    float16: Final = DType(9, 2, "half", "e", "f")
+    bfloat16: Final = DType(10, 2, "bfloat16", None, "f")
+    float32: Final = DType(11, 4, "float", "f", "f")
+    float64: Final = DType(12, 8, "double", "d", "f")
+    void: Final = DType(-1, 0, "void", None, "v")
+
+    default_float: DType = float32
+    default_int: DType = int32
+    index: Final = int32  # the dtype of index arithmetic
+
+    @staticmethod
+    def is_float(dt: DType) -> builtins.bool:
+        return dt.kind == "f"
+
+    @staticmethod
+    def is_int(dt: DType) -> builtins.bool:
+        return dt.kind in "iu"
+
+    @staticmethod
+    def is_unsigned(dt: DType) -> builtins.bool:
+        return dt.kind == "u"
+
+    @staticmethod
+    def is_bool(dt: DType) -> builtins.bool:
+        return dt.kind == "b"
+
+    @staticmethod
+    def min(dt: DType) -> builtins.int | builtins.float:
+        if dt.kind == "b":
+            return False
+        if dt.kind == "u":
+            return 0
+        if dt.kind == "i":
+            return -(2 ** (8 * dt.itemsize - 1))
+        return -math.inf
+
+    @staticmethod
+    def max(dt: DType) -> builtins.int | builtins.float:
+        if dt.kind == "b":
+            return True
+        if dt.kind == "u":
+            return 2 ** (8 * dt.itemsize) - 1
+        if dt.kind == "i":
+            return 2 ** (8 * dt.itemsize - 1) - 1
+        return math.inf
+
+
+SCALARS: tuple[DType, ...] = (
+    dtypes.bool,
+    dtypes.int8,
+    dtypes.uint8,
+    dtypes.int16,
+    dtypes.uint16,
+    dtypes.int32,
+    dtypes.uint32,
+    dtypes.int64,
+    dtypes.uint64,
+    dtypes.float16,
+    dtypes.bfloat16,
+    dtypes.float32,
+    dtypes.float64,
+)
+_BY_NAME = {d.name: d for d in SCALARS} | {
+    "float32": dtypes.float32,
+    "float64": dtypes.float64,
+    "float16": dtypes.float16,
+    "int8": dtypes.int8,
+    "int16": dtypes.int16,
+    "int32": dtypes.int32,
+    "int64": dtypes.int64,
+    "uint8": dtypes.uint8,
+    "uint16": dtypes.uint16,
+    "uint32": dtypes.uint32,
+    "uint64": dtypes.uint64,
+}
+
+
+def dtype_from_name(name: str) -> DType:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; known: {sorted(_BY_NAME)}") from None
+
+
+def to_numpy(dt: DType) -> np.dtype:
+    """The numpy dtype that holds ``dt`` on the host (bfloat16 is stored as its raw uint16 bits)."""
+    import numpy as np
+
+    if dt == dtypes.bfloat16:
+        return np.dtype(np.uint16)
+    if dt.fmt is None:
+        raise ValueError(f"{dt} has no numpy equivalent")
+    return np.dtype(dt.fmt)
+
+
+def from_numpy(npdt: np.dtype | type) -> DType:
+    import numpy as np
+
+    npdt = np.dtype(npdt)
+    for d in SCALARS:
+        if d.fmt is not None and np.dtype(d.fmt) == npdt:
+            return d
+    raise TypeError(f"numpy dtype {npdt} has no uops equivalent; cast it to one of {[d.name for d in SCALARS]}")
+
+
+def _cast_int(x: int, dt: DType) -> int:
+    bits = 8 * dt.itemsize
+    x &= (1 << bits) - 1
+    if dt.kind == "i" and x >= 1 << (bits - 1):
+        x -= 1 << bits
+    return x
+
+
+def truncate(x: object, dt: DType) -> bool | int | float:
+    """A Python value as the given scalar dtype would hold it (wraparound for ints, rounding for floats)."""
+    if dt.kind == "b":
+        return bool(x)
+    if dt.kind in "iu":
+        if isinstance(x, float):
+            if not math.isfinite(x):
+                return 0  # undefined in C; pick a deterministic value
+            x = int(x)  # C truncation toward zero
+        return _cast_int(int(x), dt)  # type: ignore[call-overload]
+    xf = float(x)  # type: ignore[arg-type]
+    if dt == dtypes.float64:
+        return xf
+    if dt == dtypes.bfloat16:
+        bits = struct.unpack("<I", struct.pack("<f", _to_f32(xf)))[0]
+        if math.isnan(xf):
+            return xf
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        return float(struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0])
+    if dt == dtypes.float16:
+        try:
+            return float(struct.unpack("<e", struct.pack("<e", xf))[0])
+        except OverflowError:
+            return math.copysign(math.inf, xf)
+    return _to_f32(xf)
+
+
+def _to_f32(x: float) -> float:
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", x))[0])
+    except OverflowError:  # beyond float32's range: rounds to infinity, as a C cast does
+        return math.copysign(math.inf, x)
+
+
+def f32_to_bf16(x: np.ndarray | np.floating) -> np.ndarray:
+    """Round-to-nearest-even float32 -> raw bfloat16 bits (uint16)."""
+    import numpy as np
+
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    nan = np.isnan(np.asarray(x, dtype=np.float32))
+    return np.where(nan, 0x7FC0, rounded).astype(np.uint16)
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def least_upper_dtype(*ds: DType) -> DType:
+    """numpy-style promotion for the common cases: bool < ints < floats; signed+unsigned widens."""
+    ds = tuple(d.scalar() for d in ds)
+    if not ds:
+        raise ValueError("least_upper_dtype needs at least one dtype")
+    floats = [d for d in ds if d.kind == "f"]
+    if floats:
+        if {dtypes.float16, dtypes.bfloat16} <= set(floats) and max(f.itemsize for f in floats) == 2:
+            return dtypes.float32
+        return max(floats, key=lambda d: (d.itemsize, d.priority))
+    ints = [d for d in ds if d.kind in "iu"]
+    if not ints:
+        return dtypes.bool
+    signed = [d for d in ints if d.kind == "i"]
+    unsigned = [d for d in ints if d.kind == "u"]
+    if not signed or not unsigned:
+        return max(ints, key=lambda d: d.itemsize)
+    s, u = max(d.itemsize for d in signed), max(d.itemsize for d in unsigned)
+    if s > u:
+        return max(signed, key=lambda d: d.itemsize)
+    width = 2 * u
+    if width > 8:
+        return dtypes.float64  # numpy promotes int64+uint64 to float64
+    return {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[width]
+
+
+def as_const(value: object, dt: DType) -> bool | int | float:
+    return truncate(value, dt)

@@ -1,0 +1,130 @@
+"""Execution: device buffers for tensor-level BUFFER nodes, compiled-program caches, running schedules.
+
+A kernel AST is hash-consed, so the same computation on other buffers is the same object: the
+lowered, compiled and loaded program is cached per (ast, device) and a second run costs only
+launches.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uops.dtypes import SCALARS, DType, to_numpy
+from uops.ir.ops import Ops
+from uops.ir.uop import UOp
+
+from .schedule import Schedule, ScheduleItem, realized
+
+if TYPE_CHECKING:
+    from uops.runtime import Buffer
+
+#: tensor-level BUFFER node -> its device Buffer (freed when the node is garbage)
+_buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+#: host data waiting to be copied into a BUFFER node's device memory on first use
+pending: weakref.WeakKeyDictionary[UOp, np.ndarray] = weakref.WeakKeyDictionary()
+_programs: dict[tuple[UOp, str], tuple[Any, Any, tuple[int, ...], tuple[int, ...]]] = {}
+
+
+class DTypeNotSupportedError(TypeError):
+    """A device cannot hold or compute a dtype."""
+
+
+def device_handle(device: str) -> Any:
+    from uops.plugins import Device
+
+    return Device[device]
+
+
+_dtype_ok: set[tuple[str, DType]] = set()
+
+
+def check_dtype(device: str, dtype: DType) -> None:
+    """Raise a clear error when ``device`` cannot hold or compute ``dtype``."""
+    if (device, dtype) in _dtype_ok:
+        return
+    bad: frozenset[DType] = getattr(device_handle(device).renderer, "unsupported_dtypes", frozenset())
+    if dtype.scalar() in bad:
+        ok = sorted(d.name for d in SCALARS if d not in bad)
+        raise DTypeNotSupportedError(
+            f"device {device} does not support dtype {dtype.name}; cast to one of {', '.join(ok)} "
+            f"or use another device (e.g. PYTHON)"
+        )
+    _dtype_ok.add((device, dtype))
+
+
+def get_buffer(b: UOp) -> Buffer:
+    """The device Buffer of a BUFFER node, allocating it (and copying pending host data) on first use."""
+    if b.op is not Ops.BUFFER:
+        raise TypeError(f"expected a BUFFER node, got {b.op}")
+    buf = _buffers.get(b)
+    if buf is None:
+        from uops.runtime import Buffer
+
+        device, size, _ = b.arg
+        check_dtype(device, b.dtype)
+        buf = Buffer(device_handle(device).runtime, size, b.dtype)
+        data = pending.pop(b, None)
+        if data is not None:
+            buf.copyin(data)
+        _buffers[b] = buf
+    return buf
+
+
+def buffer_numpy(b: UOp) -> np.ndarray:
+    """The flat host contents of a BUFFER node (no device round trip for data not yet uploaded)."""
+    data = pending.get(b)
+    if data is not None and b not in _buffers:
+        return data.copy()
+    return get_buffer(b).numpy()
+
+
+def get_runner(ast: UOp, device: str) -> tuple[Any, Any, tuple[int, ...], tuple[int, ...]]:
+    """(ProgramSpec, loaded Program, global size, local size) for a kernel on a device, compiled once."""
+    key = (ast, device)
+    hit = _programs.get(key)
+    if hit is not None:
+        return hit
+    from uops.codegen.program import get_program
+
+    dev = device_handle(device)
+    spec = get_program(ast, dev.renderer, dev.compiler)
+    prog = dev.runtime.load(spec.name, spec.lib)
+    gsz, lsz = spec.launch_dims()
+    _programs[key] = (spec, prog, gsz, lsz)
+    return _programs[key]
+
+
+def run_item(item: ScheduleItem) -> None:
+    if item.kind == "copy":
+        from uops.runtime import copy_between
+
+        dst, src = item.bufs
+        sbuf = _buffers.get(src)
+        if sbuf is None and src in pending:
+            # host data never uploaded: send it straight to the target device
+            data = pending[src]
+            get_buffer(dst).copyin(data)
+            return
+        copy_between(get_buffer(src), get_buffer(dst))
+        return
+    assert item.ast is not None
+    for b in item.bufs:
+        check_dtype(item.device, b.dtype)
+    _, prog, gsz, lsz = get_runner(item.ast, item.device)
+    prog(*[get_buffer(b).handle for b in item.bufs], global_size=gsz, local_size=lsz, vals=())
+
+
+def run_schedule(sched: Schedule) -> None:
+    """Run every item in order, then record which lazy nodes now have buffers."""
+    for item in sched.items:
+        run_item(item)
+    for n, v in sched.done.items():
+        realized[n] = v
+    # output buffers of 0-size results still need a (0-element) Buffer to exist
+    for v in sched.root_views:
+        b = v.src[0] if v.op is Ops.VIEW else v
+        if b.op is Ops.BUFFER and b.arg[1] == 0 and b not in _buffers and b not in pending:
+            pending[b] = np.empty(0, dtype=to_numpy(b.dtype))

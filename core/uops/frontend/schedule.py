@@ -1,0 +1,350 @@
+"""The scheduler: a lazy tensor graph -> kernel ASTs (the format in docs/internals.md).
+
+Tensor-level nodes are UOps: ``BUFFER`` (arg ``(device, size, uid)``), ``VIEW`` (arg a
+``ShapeTracker``), ``CONST`` (shape ``()``), ALU ops and ``CAST``, ``REDUCE_AXIS`` (arg
+``(op, axes)``, keepdim shape), ``CONTIGUOUS`` and ``COPY`` (arg: target device).
+
+Kernel boundaries (buffers) are made only where needed: the outputs asked for, ``CONTIGUOUS``
+and ``COPY``, a reduction read through an expanding view or by another reduction (inlining
+would recompute it per output element), and a reduction read by more than one kernel (so
+it is computed once). Everything else — elementwise chains, movement ops as index math,
+a reduction's elementwise inputs and epilogue — fuses into the kernel that reads it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from uops.dtypes import DType
+from uops.ir.ops import AxisType, Ops
+from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uops.ir.uop import UOp
+
+from .view import ShapeTracker, _and, _c, _lin, strides_for
+
+_uid = itertools.count()
+_shapes: weakref.WeakKeyDictionary[UOp, tuple[int, ...]] = weakref.WeakKeyDictionary()
+#: lazy node -> the VIEW(BUFFER) holding its value, once realized (kept while the node lives)
+realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def new_buffer(device: str, size: int, dtype: DType) -> UOp:
+    """A fresh tensor-level BUFFER node (unique: the uid makes it distinct from every other)."""
+    return UOp(Ops.BUFFER, dtype, (), (device, size, next(_uid)))
+
+
+def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp:
+    return UOp(Ops.VIEW, buf.dtype, (buf,), ShapeTracker.from_shape(shape))
+
+
+def shape_of(u: UOp) -> tuple[int, ...]:
+    """The shape of a tensor-level node (memoized; iterative, so deep graphs are fine)."""
+    s = _shapes.get(u)
+    if s is not None:
+        return s
+    for n in u.toposort(gate=lambda x: x not in _shapes):
+        if n in _shapes:
+            continue
+        if n.op is Ops.BUFFER:
+            sh: tuple[int, ...] = (n.arg[1],)
+        elif n.op is Ops.VIEW:
+            sh = n.arg.shape
+        elif n.op in (Ops.CONST, Ops.DEFINE_VAR):
+            sh = ()
+        elif n.op is Ops.REDUCE_AXIS:
+            src = _shapes[n.src[0]]
+            sh = tuple(1 if i in n.arg[1] else s for i, s in enumerate(src))
+        elif n.src:
+            sh = _shapes[n.src[-1]] if n.op is Ops.WHERE else _shapes[n.src[0]]
+        else:
+            raise TypeError(f"{n.op} is not a tensor-level node")
+        _shapes[n] = sh
+    return _shapes[u]
+
+
+def device_of(u: UOp) -> str | None:
+    """The device a node's value lives on (None for pure constants)."""
+    for n in u.toposort(gate=lambda x: x.op not in (Ops.COPY, Ops.BUFFER)):
+        if n.op is Ops.BUFFER:
+            return n.arg[0]
+        if n.op is Ops.COPY:
+            return n.arg
+    return None
+
+
+@dataclass
+class ScheduleItem:
+    """One step of a schedule: a kernel (``ast`` is its SINK) or a copy between devices.
+
+    ``bufs`` are tensor-level BUFFER nodes in slot order (outputs first).
+    """
+
+    kind: str  # "kernel" | "copy"
+    device: str
+    bufs: tuple[UOp, ...]
+    ast: UOp | None = None
+    outputs: tuple[UOp, ...] = field(default_factory=tuple)  # the lazy nodes this item realizes
+
+    def __repr__(self) -> str:
+        if self.kind == "copy":
+            return f"<ScheduleItem copy {self.bufs[1].arg[0]} -> {self.device} [{self.bufs[0].arg[1]}]>"
+        n = sum(1 for u in self.ast.toposort() if u.op is Ops.STORE) if self.ast is not None else 0
+        return f"<ScheduleItem kernel on {self.device}: {n} store(s), {len(self.bufs)} buffers>"
+
+
+def _is_buffer_view(u: UOp) -> bool:
+    return u.op is Ops.VIEW and u.src[0].op is Ops.BUFFER
+
+
+def _full_contiguous_buffer(u: UOp) -> bool:
+    return _is_buffer_view(u) and u.arg.contiguous and u.arg.size == u.src[0].arg[1]
+
+
+def _substitute_realized(roots: list[UOp]) -> list[UOp]:
+    mapping = {}
+    for n in UOp.sink(*roots).toposort(gate=lambda x: x not in realized):
+        r = realized.get(n)
+        if r is not None:
+            mapping[n] = r
+    if not mapping:
+        return roots
+    return list(graph_rewrite(UOp.sink(*roots).substitute(mapping), merge_views).src)
+
+
+#: VIEW(VIEW(x)) -> one VIEW (appears when a realized value replaces a lazy node under a view)
+merge_views = PatternMatcher(
+    [
+        (
+            UPat(Ops.VIEW, src=(UPat(Ops.VIEW, name="inner"),), name="outer"),
+            lambda outer, inner: UOp(Ops.VIEW, outer.dtype, inner.src, inner.arg + outer.arg),
+        )
+    ]
+)
+
+
+def _find_realize_set(roots: list[UOp]) -> list[UOp]:
+    """The nodes that become buffers, dependencies first."""
+    R: set[UOp] = set()
+    for r in roots:
+        if not _is_buffer_view(r) and r.op is not Ops.BUFFER:
+            R.add(r)
+    for n in UOp.sink(*roots).toposort():
+        if n.op is Ops.CONTIGUOUS:
+            R.add(n)
+        elif n.op is Ops.COPY:
+            R.add(n)
+            if not _full_contiguous_buffer(n.src[0]):
+                R.add(n.src[0])
+    while True:
+        reach: dict[UOp, set[UOp]] = {}
+        added = False
+        for k in list(R):
+            if k.op is Ops.COPY:
+                continue
+            stack: list[tuple[UOp, bool, bool]] = [(k, False, False)]
+            seen: set[tuple[UOp, bool, bool]] = set()
+            while stack:
+                item = stack.pop()
+                if item in seen:
+                    continue
+                seen.add(item)
+                n, in_reduce, expanded = item
+                if (n in R and n is not k) or n.op in (Ops.BUFFER, Ops.CONST):
+                    continue
+                if n.op is Ops.REDUCE_AXIS:
+                    if n is k:
+                        stack.append((n.src[0], True, False))
+                        continue
+                    if in_reduce or expanded:
+                        R.add(n)
+                        added = True
+                        continue
+                    reach.setdefault(n, set()).add(k)
+                    stack.append((n.src[0], True, False))
+                    continue
+                if n.op is Ops.VIEW:
+                    stack.append((n.src[0], in_reduce, expanded or n.arg.expands))
+                    continue
+                stack.extend((s, in_reduce, expanded) for s in n.src)
+        for n, ks in reach.items():
+            if len(ks) > 1 and n not in R:
+                R.add(n)
+                added = True
+        if not added:
+            break
+    order = [n for n in UOp.sink(*roots).toposort() if n in R]
+    return order
+
+
+Key = tuple[UOp, tuple[UOp, ...], UOp | None]
+
+
+class _KernelBuilder:
+    """Renders one kernel: index math through views, loads from buffers, reductions with ranges."""
+
+    def __init__(self, bufmap: dict[UOp, UOp], root: UOp):
+        self.bufmap = bufmap
+        self.root = root
+        self.slots: dict[UOp, int] = {}
+        self.next_axis = 0
+        self.memo: dict[Key, UOp] = {}
+
+    def slot(self, buf: UOp) -> UOp:
+        if buf not in self.slots:
+            self.slots[buf] = len(self.slots)
+        return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf.arg[1]), (), self.slots[buf])
+
+    def new_range(self, size: int, kind: AxisType) -> UOp:
+        r = UOp.range(size, self.next_axis, kind)
+        self.next_axis += 1
+        return r
+
+    def load(self, buf: UOp, st: ShapeTracker, idxs: tuple[UOp, ...], valid: UOp | None) -> UOp:
+        lin, v = st.expr(idxs)
+        gate = _and(valid, v)
+        if gate is not None and gate.op is Ops.CONST and gate.arg is False:
+            return UOp.const(buf.dtype, 0)
+        ld = self.slot(buf).index(lin).load()
+        if v is None and valid is None:
+            return ld
+        # gate the load by every enclosing validity so an invalid index is never dereferenced
+        return UOp(Ops.WHERE, buf.dtype, (gate, ld, UOp.const(buf.dtype, 0)))  # type: ignore[arg-type]
+
+    def render(self, n: UOp, idxs: tuple[UOp, ...], valid: UOp | None) -> UOp:
+        """The kernel value of tensor node ``n`` at ``idxs``. Iterative: deep graphs are fine."""
+        root: Key = (n, idxs, valid)
+        plans: dict[Key, tuple[list[Key], Callable[[list[UOp]], UOp]]] = {}
+        stack: list[Key] = [root]
+        while stack:
+            key = stack[-1]
+            if key in self.memo:
+                stack.pop()
+                continue
+            plan = plans.get(key)
+            if plan is None:
+                plan = plans[key] = self._plan(*key)
+            missing = [d for d in plan[0] if d not in self.memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            self.memo[key] = plan[1]([self.memo[d] for d in plan[0]])
+        return self.memo[root]
+
+    def _plan(self, n: UOp, idxs: tuple[UOp, ...], valid: UOp | None) -> tuple[list[Key], Callable[[list[UOp]], UOp]]:
+        """What rendering ``n`` needs first (keys of other renders) and how to combine their values."""
+
+        def done(u: UOp) -> tuple[list[Key], Callable[[list[UOp]], UOp]]:
+            return [], lambda _: u
+
+        if n is not self.root and n in self.bufmap:
+            return done(self.load(self.bufmap[n], ShapeTracker.from_shape(shape_of(n)), idxs, valid))
+        if n.op is Ops.VIEW:
+            st: ShapeTracker = n.arg
+            src = n.src[0]
+            if src.op is Ops.BUFFER:
+                return done(self.load(src, st, idxs, valid))
+            if src is not self.root and src in self.bufmap:
+                return done(self.load(self.bufmap[src], st, idxs, valid))
+            if src.op is Ops.CONST:
+                _, v = st.expr(idxs)
+                return done(src if v is None else UOp(Ops.WHERE, src.dtype, (v, src, UOp.const(src.dtype, 0))))
+            sub, v = st.to_base(idxs, shape_of(src))
+            if v is not None and v.op is Ops.CONST and v.arg is False:
+                return done(UOp.const(n.dtype, 0))
+            zero = UOp.const(n.dtype, 0)
+            return [
+                (src, tuple(sub), _and(valid, v))
+            ], lambda xs: xs[0] if v is None else UOp(Ops.WHERE, n.dtype, (v, xs[0], zero))
+        if n.op is Ops.BUFFER:
+            return done(self.load(n, ShapeTracker.from_shape((n.arg[1],)), idxs, valid))
+        if n.op is Ops.CONST:
+            return done(n)
+        if n.op is Ops.REDUCE_AXIS:
+            op, axes = n.arg
+            sshape = shape_of(n.src[0])
+            new = list(idxs)
+            ranges: list[UOp] = []
+            for a in axes:
+                if sshape[a] == 1:
+                    new[a] = _c(0)
+                else:
+                    r = self.new_range(sshape[a], AxisType.REDUCE)
+                    ranges.append(r)
+                    new[a] = r
+            return [
+                (n.src[0], tuple(new), valid)
+            ], lambda xs: xs[0] if not ranges else UOp(Ops.REDUCE, n.dtype, (xs[0], *ranges), op)
+        if n.op is Ops.CONTIGUOUS:
+            return [(n.src[0], idxs, valid)], lambda xs: xs[0]
+        if n.op is Ops.COPY:
+            raise RuntimeError("internal: a COPY must be realized before a kernel reads it")
+        return [(s, idxs, valid) for s in n.src], lambda xs: UOp(n.op, n.dtype, tuple(xs), n.arg)
+
+    def build(self, out_buf: UOp) -> tuple[UOp, tuple[UOp, ...]]:
+        shape = shape_of(self.root)
+        self.slot(out_buf)
+        idxs = tuple(_c(0) if s == 1 else self.new_range(s, AxisType.GLOBAL) for s in shape)
+        value = self.render(self.root, idxs, None)
+        if value.dtype != self.root.dtype:
+            value = value.cast(self.root.dtype)
+        lin = _lin([(i, st) for i, st in zip(idxs, strides_for(shape)) if st != 0], 0)
+        store = self.slot(out_buf).index(lin).store(value)
+        bufs = tuple(sorted(self.slots, key=lambda b: self.slots[b]))
+        return UOp.sink(store), bufs
+
+
+@dataclass
+class Schedule:
+    """What realizing some roots takes: the items to run, and where each value will live."""
+
+    items: list[ScheduleItem]
+    root_views: list[UOp]  # per root (in the order given): the VIEW(BUFFER) holding its value
+    done: dict[UOp, UOp]  # every lazy node made a buffer -> its VIEW(BUFFER); registered after running
+
+
+def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
+    """Kernels and copies that realize ``roots`` (nothing runs here)."""
+    roots = _substitute_realized(roots)
+    # a root that expands a computed value needs only that value as a buffer: the expanding view stays a view
+    # (other views are computed straight into the output layout: one kernel, and numpy() needs no copy)
+    targets = [
+        r.src[0] if r.op is Ops.VIEW and r.src[0].op not in (Ops.BUFFER, Ops.CONST) and r.arg.expands else r
+        for r in roots
+    ]
+    order = _find_realize_set(targets)
+    bufmap: dict[UOp, UOp] = {}
+    items: list[ScheduleItem] = []
+    for n in order:
+        shape = shape_of(n)
+        size = 1
+        for s in shape:
+            size *= s
+        if n.op is Ops.COPY:
+            src = n.src[0]
+            src_buf = src.src[0] if _full_contiguous_buffer(src) else bufmap[src]
+            out = new_buffer(n.arg, size, n.dtype)
+            bufmap[n] = out
+            if size:
+                items.append(ScheduleItem("copy", n.arg, (out, src_buf), None, (n,)))
+            continue
+        device = device_of(n) or default_device
+        out = new_buffer(device, size, n.dtype)
+        bufmap[n] = out
+        if size == 0:
+            continue
+        ast, bufs = _KernelBuilder(bufmap, n).build(out)
+        items.append(ScheduleItem("kernel", device, bufs, ast, (n,)))
+    views = []
+    for r, tg in zip(roots, targets):
+        if _is_buffer_view(r) or r.op is Ops.BUFFER:
+            views.append(r)
+        elif tg is not r:
+            views.append(UOp(Ops.VIEW, r.dtype, (bufmap[tg],), r.arg))  # same linear layout as the value
+        else:
+            views.append(buffer_view(bufmap[r], shape_of(r)))
+    done = {n: buffer_view(bufmap[n], shape_of(n)) for n in order}
+    return Schedule(items, views, done)

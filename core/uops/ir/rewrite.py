@@ -1,0 +1,527 @@
+"""The one rewrite engine: UPat patterns, PatternMatcher rule sets and graph_rewrite.
+
+Every pass in uops is a PatternMatcher applied by graph_rewrite. The walk keeps its own
+stack (no Python recursion on graph depth) and memoizes per call, so a shared subgraph is
+rewritten once.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import itertools
+import keyword
+import types
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from uops.dtypes import DType
+from uops.ir.ops import GroupOp, Ops
+from uops.ir.uop import UOp
+
+_ANY = object()
+
+
+class UPat:
+    """A pattern over UOps.
+
+    ``src`` as a tuple matches sources in order; as a list, in any order (commutative ops);
+    as a single UPat, every source must match it. ``name`` captures the node.
+    """
+
+    __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "_items", "_perms")
+
+    def __init__(
+        self,
+        op: Ops | Iterable[Ops] | None = None,
+        dtype: DType | Iterable[DType] | None = None,
+        src: tuple[UPat, ...] | list[UPat] | UPat | None = None,
+        arg: Any = _ANY,
+        name: str | None = None,
+        allow_any_len: bool = False,
+    ):
+        self.ops: frozenset[Ops] | None = (
+            None if op is None else frozenset((op,)) if isinstance(op, Ops) else frozenset(op)
+        )
+        self.dtypes: frozenset[DType] | None = (
+            None if dtype is None else frozenset((dtype,)) if isinstance(dtype, DType) else frozenset(dtype)
+        )
+        self.arg = arg
+        self.name = name
+        self.allow_any_len = allow_any_len
+        # src alternatives: a list of tuples of patterns, or a single "repeat" pattern
+        self.src: list[tuple[UPat, ...]] | UPat | None
+        self._items: tuple[UPat, ...] = ()
+        self._perms: list[tuple[int, ...]] = []
+        if src is None or isinstance(src, UPat):
+            self.src = src
+        elif isinstance(src, list):
+            self._items = tuple(src)
+            self.src = _permutations(self._items)
+            self._perms = list(itertools.permutations(range(len(src))))
+        else:
+            self._items = tuple(src)
+            self.src = [self._items]
+
+    # ----- convenient constructors -----
+    @staticmethod
+    def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(dtype=dtype, name=name)
+
+    @staticmethod
+    def cvar(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(Ops.CONST, dtype=dtype, name=name)
+
+    @staticmethod
+    def const(dtype: DType | Iterable[DType] | None, value: Any) -> UPat:
+        return UPat(Ops.CONST, dtype=dtype, arg=value)
+
+    def named(self, name: str) -> UPat:
+        p = UPat.__new__(UPat)
+        for k in UPat.__slots__:
+            object.__setattr__(p, k, getattr(self, k))
+        p.name = name
+        return p
+
+    def _alu(self, op: Ops, *others: UPat | int | float) -> UPat:
+        srcs = [self, *(o if isinstance(o, UPat) else UPat.const(None, o) for o in others)]
+        return UPat(op, src=srcs if op in GroupOp.Commutative else tuple(srcs))
+
+    def __add__(self, o: UPat | int | float) -> UPat:
+        return self._alu(Ops.ADD, o)
+
+    def __mul__(self, o: UPat | int | float) -> UPat:
+        return self._alu(Ops.MUL, o)
+
+    def __floordiv__(self, o: UPat | int | float) -> UPat:
+        return self._alu(Ops.IDIV, o)
+
+    def __mod__(self, o: UPat | int | float) -> UPat:
+        return self._alu(Ops.MOD, o)
+
+    def __neg__(self) -> UPat:
+        return UPat(Ops.NEG, src=(self,))
+
+    def lt(self, o: UPat | int | float) -> UPat:
+        return self._alu(Ops.CMPLT, o)
+
+    def ne(self, o: UPat | int | float) -> UPat:
+        return self._alu(Ops.CMPNE, o)
+
+    def maximum(self, o: UPat | int | float) -> UPat:
+        return self._alu(Ops.MAX, o)
+
+    def where(self, a: UPat, b: UPat) -> UPat:
+        return UPat(Ops.WHERE, src=(self, a, b))
+
+    def cast(self, dtype: DType | None = None) -> UPat:
+        return UPat(Ops.CAST, dtype=dtype, src=(self,))
+
+    # ----- matching -----
+    def match(self, u: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
+        if (
+            (self.ops is not None and u.op not in self.ops)
+            or (self.dtypes is not None and u.dtype not in self.dtypes and u.dtype.scalar() not in self.dtypes)
+            or (self.arg is not _ANY and self.arg != u.arg)
+        ):
+            return []
+        if self.name is not None:
+            prev = store.get(self.name)
+            if prev is None:
+                store = {**store, self.name: u}
+            elif prev is not u:
+                return []
+        src = self.src
+        if src is None:
+            return [store]
+        if isinstance(src, UPat):
+            stores = [store]
+            for s in u.src:
+                stores = [r for st in stores for r in src.match(s, st)]
+                if not stores:
+                    return []
+            return stores
+        out: list[dict[str, UOp]] = []
+        n = len(u.src)
+        for alt in src:
+            if len(alt) != n and not (self.allow_any_len and n >= len(alt)):
+                continue
+            stores = [store]
+            for p, s in zip(alt, u.src):
+                stores = [r for st in stores for r in p.match(s, st)]
+                if not stores:
+                    break
+            out.extend(stores)
+        return out
+
+    def __repr__(self) -> str:
+        ops = "*" if self.ops is None else "|".join(sorted(o.name for o in self.ops))
+        return f"UPat({ops}{', name=' + repr(self.name) if self.name else ''})"
+
+
+def _permutations(items: tuple[UPat, ...]) -> list[tuple[UPat, ...]]:
+    if len(items) <= 1:
+        return [items]
+    out: list[tuple[UPat, ...]] = []
+    for i, first in enumerate(items):
+        for rest in _permutations(items[:i] + items[i + 1 :]):
+            out.append((first, *rest))
+    return out
+
+
+Rule = tuple[UPat, Callable[..., Any]]
+
+
+# ----------------------------------------------------------------------------------------
+# compiled matching: each op's rules become one generated Python function
+# ----------------------------------------------------------------------------------------
+class _Fallback(Exception):
+    """A pattern the code generator does not handle; that rule is interpreted with UPat.match."""
+
+
+def _names_in(p: UPat) -> bool:
+    if p.name is not None:
+        return True
+    if p.src is None:
+        return False
+    if isinstance(p.src, UPat):
+        return _names_in(p.src)
+    return any(_names_in(q) for q in p.src[0])
+
+
+def _trivial(p: UPat) -> bool:
+    return p.ops is None and p.dtypes is None and p.arg is _ANY and p.name is None and p.src is None
+
+
+class _Gen:
+    """Emits straight-line checks. A failed check jumps to the most recent choice point: the next
+    permutation of an any-order source list (``continue``) or, with none open, the next rule (``break``)."""
+
+    def __init__(self) -> None:
+        self.env: dict[str, Any] = {}
+        self.lines: list[str] = []
+        self.n = 0
+
+    def const(self, obj: Any) -> str:
+        self.n += 1
+        name = f"K{self.n}"
+        self.env[name] = obj
+        return name
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"t{self.n}"
+
+    def emit(
+        self, p: UPat, v: str, names: dict[str, str], ind: int, loop: bool, skip_op: bool = False
+    ) -> tuple[int, bool]:
+        fail = "continue" if loop else "break"
+        pad = "    " * ind
+        conds = []
+        if p.ops is not None and not skip_op:
+            conds.append(
+                f"{v}.op is {self.const(next(iter(p.ops)))}" if len(p.ops) == 1 else f"{v}.op in {self.const(p.ops)}"
+            )
+        if p.arg is not _ANY:
+            conds.append(f"{v}.arg == {self.const(p.arg)}")
+        if p.dtypes is not None:
+            d = self.const(p.dtypes)
+            # identity first (the pattern holds its dtypes, so their ids stay theirs): no DType hashing
+            ids = self.const(frozenset(id(x) for x in p.dtypes))
+            conds.append(f"(id({v}.dtype) in {ids} or {v}.dtype in {d} or {v}.dtype.scalar() in {d})")
+        if conds:
+            self.lines.append(f"{pad}if not ({' and '.join(conds)}): {fail}")
+        if p.name is not None:
+            if p.name in names:
+                self.lines.append(f"{pad}if {names[p.name]} is not {v}: {fail}")
+            else:
+                names[p.name] = self.tmp()
+                self.lines.append(f"{pad}{names[p.name]} = {v}")
+        if p.src is None:
+            return ind, loop
+        if isinstance(p.src, UPat):
+            if _names_in(p.src):
+                raise _Fallback("names inside a repeated source pattern")
+            if not _trivial(p.src):
+                pred = self.const(_compile_pred(p.src))
+                q = p.src
+                if v == "u" and q.ops is not None and q.dtypes is None and q.arg is _ANY and q.src is None:
+                    # an op check on every source of the root: inline for two sources
+                    k = self.const(next(iter(q.ops)) if len(q.ops) == 1 else q.ops)
+                    c0, c1 = (f"us[{i}].op {'is' if len(q.ops) == 1 else 'in'} {k}" for i in (0, 1))
+                    self.lines.append(f"{pad}if not (({c0} and {c1}) if ul == 2 else all(map({pred}, us))): {fail}")
+                else:
+                    self.lines.append(f"{pad}if not all(map({pred}, {v}.src)): {fail}")
+            return ind, loop
+        items = p.src[0] if len(p.src) == 1 else p._items
+        n = len(items)
+        if v == "u":  # the root's sources are loaded once per call (see _compile_op)
+            s, length = "us", "ul"
+        else:
+            s = self.tmp()
+            length = f"len({s})"
+            self.lines.append(f"{pad}{s} = {v}.src")
+        self.lines.append(f"{pad}if {length} {'<' if p.allow_any_len else '!='} {n}: {fail}")
+        # check the leaf sub-patterns first: they open no loops, so the order matches are found in is kept
+        order = [i for i, q in enumerate(items) if q.src is None] + [
+            i for i, q in enumerate(items) if q.src is not None
+        ]
+        if len(p.src) == 1:
+            for i in order:
+                q = items[i]
+                if _trivial(q):
+                    continue
+                vi = self.tmp()
+                self.lines.append(f"{pad}{vi} = {s}[{i}]")
+                ind, loop = self.emit(q, vi, names, ind, loop)
+                pad = "    " * ind
+            return ind, loop
+        vs = [self.tmp() for _ in range(n)]
+        if n == 2:  # no tuple building for the common binary case
+            k = self.tmp()
+            self.lines.append(f"{pad}for {k} in (0, 1):")
+            self.lines.append(f"{pad}    {vs[0]} = {s}[{k}]")
+            self.lines.append(f"{pad}    {vs[1]} = {s}[1 - {k}]")
+        else:
+            alts = ", ".join("(" + ", ".join(f"{s}[{j}]" for j in perm) + ",)" for perm in p._perms)
+            self.lines.append(f"{pad}for {', '.join(vs)}, in ({alts}):")
+        ind += 1
+        for i in order:
+            ind, _ = self.emit(items[i], vs[i], names, ind, True)
+        return ind, True
+
+
+def _compile_pred(p: UPat) -> Callable[[UOp], bool]:
+    g = _Gen()
+    g.lines.append("while True:")
+    ind, _ = g.emit(p, "q", {}, 1, False)
+    g.lines.append("    " * ind + "return True")
+    g.lines.append("    break")
+    g.lines.append("return False")
+    src = "def pred(q):\n" + "\n".join("    " + ln for ln in g.lines) + "\n"
+    exec(compile(src, "<upat pred>", "exec"), g.env)
+    return g.env["pred"]
+
+
+def _bad_return(fn: Callable[..., Any], pat: UPat, ret: Any) -> None:
+    raise TypeError(
+        f"rewrite rule {getattr(fn, '__qualname__', fn)} for {pat} returned {type(ret).__name__}, "
+        "expected a UOp or None"
+    )
+
+
+def _interpret(pat: UPat, fn: Callable[..., Any], wants_ctx: bool, u: UOp, ctx: Any) -> Any:
+    for store in pat.match(u, {}):
+        ret = fn(ctx=ctx, **store) if wants_ctx else fn(**store)
+        if ret is not None and ret is not u:
+            return ret
+    return None
+
+
+def _call_args(fn: Callable[..., Any], names: dict[str, str], wants_ctx: bool) -> str:
+    """Positional arguments when ``fn`` is a plain function whose parameters are exactly the captures
+    (fast), else keywords (what ``fn(**captures)`` would do, errors included)."""
+    wanted = set(names) | ({"ctx"} if wants_ctx else set())
+    code = getattr(fn, "__code__", None)
+    if isinstance(fn, types.FunctionType) and code is not None:
+        params = code.co_varnames[: code.co_argcount]
+        plain = code.co_kwonlyargcount == 0 and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        if plain and set(params) == wanted and len(params) == len(wanted):
+            return ", ".join("ctx" if k == "ctx" else names[k] for k in params)
+    pairs = list(names.items()) + ([("ctx", "ctx")] if wants_ctx else [])
+    if all(k.isidentifier() and not keyword.iskeyword(k) for k, _ in pairs):
+        return ", ".join(f"{k}={v}" for k, v in pairs)
+    return "**{" + ", ".join(f"{k!r}: {v}" for k, v in pairs) + "}"
+
+
+def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[[UOp, Any], Any]:
+    g = _Gen()
+    g.env["_bad"], g.env["_UOp"], g.env["_interp"] = _bad_return, UOp, _interpret
+    for pat, fn, wants_ctx in rules:
+        f, pk = g.const(fn), g.const(pat)
+        mark = len(g.lines)
+        g.lines.append("while True:")
+        names: dict[str, str] = {}
+        try:
+            ind, _ = g.emit(pat, "u", names, 1, False, skip_op=True)
+            call = f"{f}({_call_args(fn, names, wants_ctx)})"
+        except _Fallback:
+            del g.lines[mark + 1 :]
+            ind, call = 1, f"_interp({pk}, {f}, {wants_ctx}, u, ctx)"
+        pad = "    " * ind
+        g.lines += [
+            f"{pad}r = {call}",
+            f"{pad}if r is not None and r is not u:",
+            f"{pad}    if not isinstance(r, _UOp): _bad({f}, {pk}, r)",
+            f"{pad}    return r",
+            "    break",
+        ]
+    head = "def match(u, ctx):\n    us = u.src\n    ul = len(us)\n"
+    src = head + "\n".join("    " + ln for ln in g.lines) + "\n    return None\n"
+    if _DEBUG_SOURCE:
+        print(src)
+    exec(compile(src, "<pattern matcher>", "exec"), g.env)
+    return g.env["match"]
+
+
+_DEBUG_SOURCE = False
+_COMPILED: dict[tuple[tuple[UPat, Callable[..., Any]], ...], Callable[[UOp, Any], Any]] = {}
+
+
+class PatternMatcher:
+    """Ordered rules. A rule's function gets the named captures (and ``ctx`` if it names it) and
+    returns a replacement UOp, or None to decline. Rules are indexed by op; each op's rules are
+    compiled on first use into one Python function (shared by matchers with the same rules)."""
+
+    def __init__(self, rules: Sequence[Rule]):
+        self.rules = list(rules)
+        self.by_op: dict[Ops, list[tuple[UPat, Callable[..., Any], bool]]] = {op: [] for op in Ops}
+        for pat, fn in self.rules:
+            if not isinstance(pat, UPat) or not callable(fn):
+                raise TypeError(f"a rule is (UPat, callable), got ({type(pat).__name__}, {type(fn).__name__})")
+            try:
+                wants_ctx = "ctx" in inspect.signature(fn).parameters
+            except (TypeError, ValueError):
+                wants_ctx = False
+            for op in pat.ops if pat.ops is not None else Ops:
+                self.by_op[op].append((pat, fn, wants_ctx))
+        # table[op] -> matcher function, None when no rule can match op; filled lazily
+        self.table: list[Callable[[UOp, Any], Any] | None] = [None] * (max(Ops) + 1)
+        for op, rs in self.by_op.items():
+            if rs:
+                self.table[op] = self._lazy(op)
+
+    def _lazy(self, op: Ops) -> Callable[[UOp, Any], Any]:
+        def first_call(u: UOp, ctx: Any) -> Any:
+            rs = self.by_op[op]
+            key = tuple((p, f) for p, f, _ in rs)
+            fn = _COMPILED.get(key)
+            if fn is None:
+                fn = _compile_op(rs)
+                if len(_COMPILED) > 512:
+                    _COMPILED.clear()
+                _COMPILED[key] = fn
+            self.table[op] = fn
+            return fn(u, ctx)
+
+        return first_call
+
+    def __add__(self, other: PatternMatcher) -> PatternMatcher:
+        return PatternMatcher(self.rules + other.rules)
+
+    def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
+        """The first rule result for ``u`` that is a new UOp, or None."""
+        f = self.table[u.op]
+        return None if f is None else f(u, ctx)
+
+
+def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False) -> UOp:
+    """Rewrite ``sink`` with ``pm`` to a fixed point.
+
+    Top-down (default): a node is offered to the rules before its sources are rewritten, and
+    again after if a source changed. Bottom-up: sources first, then the node. Either way each
+    result is itself rewritten until no rule fires. Memoized within the call.
+    """
+    run = _graph_rewrite
+    # UOps are an immutable DAG: a rewrite makes no reference cycles, so the cycle collector
+    # would only rescan the many young nodes a rewrite allocates. Pause it for the walk.
+    if not gc.isenabled():
+        return run(sink, pm, ctx, bottom_up)
+    gc.disable()
+    try:
+        return run(sink, pm, ctx, bottom_up)
+    finally:
+        gc.enable()
+
+
+def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> UOp:
+    replace: dict[UOp, UOp] = {}
+    table = pm.table
+    rget, rgetitem = replace.get, replace.__getitem__
+    # the stack holds UOps to visit and two markers (no tuples, so no garbage per node):
+    #   n, _POST         -> n's sources are done: rebuild / rewrite n
+    #   n, r, _LINK      -> r is done: n's result is r's result
+    POST, LINK = _POST, _LINK
+    stack: list[Any] = [sink]
+    pop, push = stack.pop, stack.append
+    while stack:
+        e = pop()
+        if e is POST:
+            n = pop()
+            src = n.src
+            new_src = tuple(map(rgetitem, src))
+            if new_src == src:  # identity compare per element (UOp has no __eq__)
+                if not bottom_up:
+                    replace[n] = n  # offered to the rules before its sources
+                    continue
+                nn = n
+            else:
+                # every new source is final, so the rebuilt node only needs the rules once more
+                nn = UOp(n.op, n.dtype, new_src, n.arg)
+                if (rr := rget(nn)) is not None:
+                    replace[n] = rr
+                    continue
+            f = table[nn.op]
+            if f is None or (r := f(nn, ctx)) is None:
+                replace[nn] = nn
+                replace[n] = nn
+            elif (rr := rget(r)) is not None:
+                replace[nn] = rr
+                replace[n] = rr
+            else:
+                if nn is not n:
+                    push(nn)
+                    push(r)
+                    push(LINK)
+                push(n)
+                push(r)
+                push(LINK)
+                push(r)
+        elif e is LINK:
+            r = pop()
+            replace[pop()] = replace[r]
+        else:
+            if e in replace:
+                continue
+            if not bottom_up:
+                f = table[e.op]
+                if f is not None and (r := f(e, ctx)) is not None:
+                    if (rr := rget(r)) is not None:
+                        replace[e] = rr
+                    else:
+                        push(e)
+                        push(r)
+                        push(LINK)
+                        push(r)
+                    continue
+            src = e.src
+            if not src:
+                if bottom_up:
+                    f = table[e.op]
+                    if f is not None and (r := f(e, ctx)) is not None:
+                        push(e)
+                        push(r)
+                        push(LINK)
+                        push(r)
+                        continue
+                replace[e] = e
+                continue
+            push(e)
+            push(POST)
+            for s in reversed(src):
+                if s not in replace:
+                    push(s)
+    return replace[sink]
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_POST, _LINK = _Marker("POST"), _Marker("LINK")

@@ -1,0 +1,774 @@
+"""Algebraic simplification: constant folding, identities and index (div/mod) math.
+
+Two rule sets, both plain PatternMatchers so a pass can reuse them in graph_rewrite:
+
+* ``symbolic_simple``: cheap folding only (constants, identities, canonical order).
+* ``symbolic``: everything, including the rules that reason with value ranges (vmin/vmax),
+  collect like terms and split sums under integer division and modulo.
+
+Semantics are the backends': integer IDIV/MOD truncate toward zero (C), integer arithmetic
+wraps (``dtypes.truncate``), floats round to their dtype. A rule never changes a value and
+never grows the expression (tree size). Integer ADD/SUB/MUL/NEG form a ring modulo 2**bits, so
+regrouping them is exact even when they wrap; every rule that needs true (unwrapped) integers
+(division, modulo, comparisons) first checks that the value range of each node it looks
+through is not the whole dtype, which is how the range analysis marks "may have wrapped".
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from math import gcd
+
+from uops.dtypes import DType, dtypes, truncate
+from uops.ir.ops import GroupOp, Ops
+from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _cdiv, _cmod, _set_flat
+
+__all__ = ["exec_alu", "simplify", "symbolic", "symbolic_simple", "tree_size"]
+
+_INTS = frozenset(
+    {dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64}
+)
+_INTS_BOOL = _INTS | {dtypes.bool}
+_ADD, _SUB, _MUL, _NEG, _CONST = Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.CONST
+_IDIV, _MOD, _CMPLT, _CMPNE, _CMPEQ = Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ
+
+
+# ----------------------------------------------------------------------------------------
+# constant evaluation with the dtype's semantics
+# ----------------------------------------------------------------------------------------
+def _float_op(op: Ops, v: tuple[ConstType, ...]) -> float | bool | None:
+    a = float(v[0])
+    if op is Ops.NEG:
+        return -a
+    if op is Ops.EXP2:
+        try:
+            return 2.0**a
+        except OverflowError:
+            return math.inf
+    if op is Ops.LOG2:
+        if a > 0:
+            return math.log2(a)
+        return -math.inf if a == 0 else None
+    if op is Ops.SIN:
+        return None if math.isinf(a) else math.sin(a)
+    if op is Ops.SQRT:
+        return None if a < 0 else math.sqrt(a)
+    if op is Ops.RECIPROCAL:
+        return math.copysign(math.inf, a) if a == 0 else 1.0 / a
+    if op is Ops.TRUNC:
+        return a if math.isinf(a) else float(math.trunc(a))
+    b = float(v[1])
+    if op is Ops.ADD:
+        return a + b
+    if op is Ops.SUB:
+        return a - b
+    if op is Ops.MUL:
+        return a * b
+    if op is Ops.FDIV:
+        return None if b == 0 else a / b
+    if op is Ops.MAX:
+        return max(a, b)
+    if op is Ops.CMPLT:
+        return a < b
+    if op is Ops.CMPNE:
+        return a != b
+    if op is Ops.CMPEQ:
+        return a == b
+    if op is Ops.POW:
+        try:
+            return math.pow(a, b)
+        except (ValueError, OverflowError):
+            return None
+    return None  # IDIV/MOD/bitwise/MULACC on floats: left alone
+
+
+def _int_op(op: Ops, dt: DType, v: tuple[ConstType, ...]) -> int | bool | None:
+    a = int(v[0])
+    if op is Ops.NEG:
+        return -a
+    if op is Ops.TRUNC:
+        return a
+    if op in GroupOp.Unary:
+        return None
+    b = int(v[1])
+    if op is Ops.ADD:
+        return a + b
+    if op is Ops.SUB:
+        return a - b
+    if op is Ops.MUL:
+        return a * b
+    if op is Ops.IDIV or op is Ops.MOD:
+        if b == 0:
+            return None  # division by zero is left for the hardware to define
+        q = _cdiv(a, b)
+        if not dtypes.min(dt) <= q <= dtypes.max(dt):
+            return None  # INT_MIN / -1: undefined in C
+        return q if op is Ops.IDIV else _cmod(a, b)
+    if op is Ops.MAX:
+        return max(a, b)
+    if op is Ops.CMPLT:
+        return a < b
+    if op is Ops.CMPNE:
+        return a != b
+    if op is Ops.CMPEQ:
+        return a == b
+    if op is Ops.AND:
+        return a & b
+    if op is Ops.OR:
+        return a | b
+    if op is Ops.XOR:
+        return a ^ b
+    if op is Ops.SHL or op is Ops.SHR:
+        if not 0 <= b < 8 * dt.itemsize:
+            return None  # undefined in C
+        return a << b if op is Ops.SHL else a >> b
+    if op is Ops.POW:
+        return a**b if 0 <= b <= 64 else None
+    if op is Ops.MULACC:
+        return a * b + int(v[2])
+    return None
+
+
+def exec_alu(op: Ops, dtype: DType, vals: tuple[ConstType, ...]) -> ConstType | None:
+    """The value of ``op`` on constants as a ``dtype`` result, or None when it must not be folded.
+
+    ``dtype`` is the result dtype; comparisons take their operand kind from the values. None for
+    division by zero, undefined shifts, NaN results and ops without a constant meaning.
+    """
+    if op is Ops.WHERE:
+        return vals[1] if vals[0] else vals[2]
+    if any(isinstance(x, float) and math.isnan(x) for x in vals):
+        return None
+    operand_float = any(isinstance(x, float) for x in vals)
+    if operand_float or dtype.kind == "f":
+        if dtype.kind != "f" and op not in GroupOp.Comparison:
+            return None
+        if op is Ops.MULACC:
+            return None  # fused rounding; leave it to the hardware
+        res: ConstType | None = _float_op(op, vals)
+    else:
+        res = _int_op(op, dtype.scalar() if op not in GroupOp.Comparison else dtypes.int64, vals)
+    if res is None:
+        return None
+    if dtype.kind == "f":
+        out = truncate(res, dtype)
+        return None if isinstance(out, float) and math.isnan(out) else out
+    return truncate(res, dtype)
+
+
+def _cast_const(v: ConstType, src: DType, dst: DType) -> ConstType | None:
+    if dst.kind in "iu" and isinstance(v, float):
+        if not math.isfinite(v) or not dtypes.min(dst) <= math.trunc(v) <= dtypes.max(dst):
+            return None  # out-of-range float -> int is undefined in C
+    return truncate(v, dst)
+
+
+def _bitcast_const(v: ConstType, src: DType, dst: DType) -> ConstType | None:
+    if src.fmt is None or dst.fmt is None or src.itemsize != dst.itemsize:
+        return None
+    out = struct.unpack(dst.fmt, struct.pack(src.fmt, v))[0]
+    return None if isinstance(out, float) and math.isnan(out) else out
+
+
+# ----------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------
+def tree_size(u: UOp) -> int:
+    """The size of ``u`` written out as an expression tree (shared nodes counted at each use)."""
+    size: dict[UOp, int] = {}
+    for n in u.toposort():
+        size[n] = 1 + sum(size[s] for s in n.src)
+    return size[u]
+
+
+def _is_int(u: UOp) -> bool:
+    dt = u.dtype
+    return dt.count == 1 and (dt.kind == "i" or dt.kind == "u")
+
+
+def _exact(u: UOp) -> bool:
+    """True when the range of integer node ``u`` proves it did not wrap (not the whole dtype)."""
+    lo, hi = u._vrange or u._range()
+    dt = u.dtype
+    e = _INT_BOUNDS_ID.get(id(dt))
+    dmin, dmax = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
+    return not (lo == dmin and hi == dmax)
+
+
+class _Sum:
+    """An integer expression flattened into sum(coeff * base) + const (bases in first-use order)."""
+
+    __slots__ = ("terms", "occ", "k", "nconst", "skel", "exact", "rep", "mods")
+
+    def __init__(self) -> None:
+        self.terms: dict[UOp, int] = {}
+        self.occ: dict[UOp, int] = {}
+        self.k = 0
+        self.nconst = 0
+        self.skel = 0  # nodes of the ADD/SUB/NEG/MUL-by-const skeleton, constants included
+        self.exact = True  # no skeleton node may have wrapped
+        self.rep = False  # some base occurs more than once
+        self.mods = False  # some base is a MOD
+
+
+_new_sum = object.__new__
+_LINEAR = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL})
+
+
+def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
+    """Flatten ``u`` into a _Sum; with ``exact``, also check that no skeleton node may have wrapped."""
+    if exact:
+        dt = u.dtype
+        e = _INT_BOUNDS_ID.get(id(dt))
+        dmin, dmax = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
+    s = _new_sum(_Sum)  # every field is set below
+    terms: dict[UOp, int] = {}
+    occ: dict[UOp, int] = {}
+    k = nconst = skel = 0
+    ok = exact
+    rep = mods = False
+    # depth first, sources left to right: the first source is followed in place, the others stacked
+    stack: list[tuple[UOp, int]] = []
+    pop, push = stack.pop, stack.append
+    n, c = u, 1
+    while True:
+        op = n.op
+        if op is _ADD or op is _SUB or op is _NEG or (op is _MUL and n.src[1].op is _CONST):
+            skel += 1
+            if ok:
+                lo, hi = n._vrange or n._range()
+                if lo == dmin and hi == dmax:
+                    ok = False
+            src = n.src
+            if op is _ADD:
+                push((src[1], c))
+            elif op is _SUB:
+                push((src[1], -c))
+            elif op is _NEG:
+                c = -c
+            else:
+                skel += 1
+                c = c * src[1].arg
+            n = src[0]
+            continue
+        if op is _CONST:
+            k += c * n.arg
+            nconst += 1
+            skel += 1
+        elif n in occ:
+            terms[n] += c
+            occ[n] += 1
+            rep = True
+        else:
+            terms[n] = c
+            occ[n] = 1
+            if op is _MOD:
+                mods = True
+            if len(occ) > limit:
+                return None
+        if not stack:
+            break
+        n, c = pop()
+    s.terms, s.occ, s.k, s.nconst, s.skel, s.exact, s.rep, s.mods = terms, occ, k, nconst, skel, ok and exact, rep, mods
+    return s
+
+
+def _leaf(u: UOp) -> bool:
+    """Not part of a linear skeleton: flattening stops here."""
+    op = u.op
+    return not (op is _ADD or op is _SUB or op is _NEG or op is _CONST or (op is _MUL and u.src[1].op is _CONST))
+
+
+def _build(terms: list[tuple[UOp, int]], k: int, like: UOp) -> UOp:
+    """sum(coeff * base) + k, constants last, negative coefficients as SUB."""
+    acc: UOp | None = None
+    dt = like.dtype
+    for b, c in terms:
+        if c == 0:
+            continue
+        bd = b.dtype
+        if acc is None:
+            acc = b if c == 1 else (UOp(_NEG, bd, (b,)) if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, c))))
+        elif c > 0:
+            acc = UOp(_ADD, acc.dtype, (acc, b if c == 1 else UOp(_MUL, bd, (b, UOp.const(bd, c)))))
+        else:
+            acc = UOp(_SUB, acc.dtype, (acc, b if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, -c)))))
+    if acc is None:
+        return like.const_like(k)
+    if truncate(k, dt) != 0:
+        acc = UOp(_ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
+    return acc
+
+
+def _build_skel(terms: list[tuple[UOp, int]], k: int, dt: DType) -> int:
+    n = first = 0
+    for _, c in terms:
+        if c == 0:
+            continue
+        n += (0 if c == 1 else 1 if c == -1 and first == 0 else 0 if c == -1 else 2) + (1 if first else 0)
+        first = 1
+    if first == 0:
+        return 1
+    return n + (2 if truncate(k, dt) != 0 else 0)
+
+
+def _tree_size_upto(u: UOp, limit: int) -> int:
+    """tree_size(u) if it is at most ``limit``, else some number above ``limit`` (a walk of the tree
+    that stops early, cheaper than tree_size for the small expressions rules compare)."""
+    n = 0
+    stack = [u]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        n += 1
+        if n > limit:
+            return n
+        extend(pop().src)
+    return n
+
+
+def _not_larger(new: UOp, old: UOp) -> bool:
+    size = _tree_size_upto(old, 256)
+    if size > 256:
+        size = tree_size(old)
+    return _tree_size_upto(new, size) <= size
+
+
+# ----------------------------------------------------------------------------------------
+# rule functions
+# ----------------------------------------------------------------------------------------
+def _fold_alu(x: UOp) -> UOp | None:
+    dt = x.dtype
+    if dt.count != 1:
+        return None
+    src = x.src
+    if len(src) == 2:
+        # two Python ints (not bools): what exec_alu computes, without its general checks
+        a, b = src[0].arg, src[1].arg
+        if a.__class__ is int and b.__class__ is int:
+            op = x.op
+            if op in _CMP3 and src[0].dtype.kind in "iu":
+                return UOp.const(dt, a < b if op is _CMPLT else a != b if op is _CMPNE else a == b)
+            if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+                if op in _RING:
+                    return UOp.const(
+                        dt, a + b if op is _ADD else a - b if op is _SUB else a * b if op is _MUL else max(a, b)
+                    )
+                if (op is _IDIV or op is _MOD) and b != 0:
+                    q = _cdiv(a, b)
+                    if not e[1][0] <= q <= e[1][1]:
+                        return None  # INT_MIN / -1: undefined in C
+                    return UOp.const(dt, q if op is _IDIV else a - q * b)
+    v = exec_alu(x.op, dt, tuple(s.arg for s in src))
+    return None if v is None else UOp.const(dt, v)
+
+
+_CMP3 = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+_RING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX})
+
+
+def _fold_cast(x: UOp, c: UOp) -> UOp | None:
+    if x.dtype.count != 1:
+        return None
+    v = _cast_const(c.arg, c.dtype, x.dtype) if x.op is Ops.CAST else _bitcast_const(c.arg, c.dtype, x.dtype)
+    return None if v is None else UOp.const(x.dtype, v)
+
+
+def _const_right(x: UOp) -> UOp | None:
+    a, b = x.src
+    if a.op is _CONST and b.op is not _CONST:
+        return UOp(x.op, x.dtype, (b, a), x.arg)
+    return None
+
+
+def _is_neg_zero(v: ConstType) -> bool:
+    return isinstance(v, float) and v == 0 and math.copysign(1.0, v) < 0
+
+
+def _add_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
+    v = c.arg
+    if v == 0 and (x.dtype.kind != "f" or _is_neg_zero(v)):
+        return a  # x + 0 (x + -0.0 is exact for floats; x + 0.0 is not for x = -0.0)
+    return None
+
+
+def _sub_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
+    v = c.arg
+    if v == 0 and not _is_neg_zero(v):
+        return a  # x - 0.0 is exact for every float, x - (-0.0) is not for x = -0.0
+    if _is_int(x):
+        return a + (-v)  # canonical: constants are added
+    return None
+
+
+def _mul_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
+    v = c.arg
+    if v == 1:
+        return a
+    if v == -1 or (x.dtype.kind == "u" and v == dtypes.max(x.dtype)):
+        return UOp(_NEG, x.dtype, (a,))
+    if v == 0 and x.dtype.kind != "f":
+        return c
+    return None
+
+
+def _idiv_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
+    if x.dtype.kind == "f":
+        return None
+    v = c.arg
+    if v == 1:
+        return a
+    if v == -1 and x.dtype.kind == "i" and a.vmin > dtypes.min(x.dtype):
+        return UOp(_NEG, x.dtype, (a,))  # INT_MIN // -1 is undefined: leave it
+    return None
+
+
+def _mod_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
+    if x.dtype.kind != "f" and (c.arg == 1 or (c.arg == -1 and x.dtype.kind == "i")):
+        return x.const_like(0)
+    return None
+
+
+def _bitwise_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
+    v, dt = c.arg, x.dtype
+    if dt.kind == "f":
+        return None
+    ones = True if dt.kind == "b" else truncate(-1, dt)
+    op = x.op
+    if op is Ops.AND:
+        return a if v == ones else c if v == 0 else None
+    if op is Ops.OR:
+        return a if v == 0 else c if v == ones else None
+    if op is Ops.XOR:
+        return a if v == 0 else None
+    return a if v == 0 else None  # SHL/SHR by 0
+
+
+def _same_src(x: UOp, a: UOp) -> UOp | None:
+    """Binary ops of a node with itself."""
+    op = x.op
+    if op is Ops.MAX or op is Ops.AND or op is Ops.OR:
+        return a
+    if x.src[0].dtype.kind == "f":
+        return None  # NaN != NaN
+    if op is _SUB or op is Ops.XOR:
+        return x.const_like(0)
+    if op is _CMPNE or op is _CMPLT:
+        return x.const_like(False)
+    if op is _CMPEQ:
+        return x.const_like(True)
+    if (op is _IDIV or op is _MOD) and (a.vmin > 0 or a.vmax < 0):
+        return x.const_like(1 if op is _IDIV else 0)
+    return None
+
+
+def _where(c: UOp, a: UOp, b: UOp) -> UOp | None:
+    if a is b:
+        return a
+    if c.op is _CONST:
+        return a if c.arg else b
+    if c.op is _CMPNE and c.src[1].op is _CONST and c.src[1].arg is True and c.src[0].dtype.kind == "b":
+        return UOp(Ops.WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
+    if a.op is _CONST and b.op is _CONST and a.dtype.kind == "b" and c.dtype.count == 1:
+        if a.arg is True and b.arg is False:
+            return c
+        if a.arg is False and b.arg is True:
+            return UOp(_CMPNE, c.dtype, (c, c.const_like(True)))
+    return None
+
+
+def _bool_cmp_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
+    """CMPNE/CMPEQ of a bool with a bool constant: b != False -> b, b == True -> b, not not b -> b."""
+    if a.dtype.kind != "b" or x.dtype.count != 1:
+        return None
+    v = bool(c.arg)
+    if (x.op is _CMPNE) != v:  # b != False, b == True
+        return a
+    if x.op is _CMPEQ:  # b == False -> not b
+        return UOp(_CMPNE, x.dtype, (a, a.const_like(True)))
+    # not b: fold double negation and negated integer comparisons
+    if a.op is _CMPNE and a.src[1].op is _CONST and a.src[1].arg is True and a.src[0].dtype.kind == "b":
+        return a.src[0]
+    if a.op is _CMPLT and _is_int(a.src[0]):
+        l, r = a.src
+        if r.op is _CONST and r.arg > dtypes.min(r.dtype):  # not (l < d) -> d-1 < l
+            return UOp(_CMPLT, x.dtype, (r.const_like(r.arg - 1), l))
+        if l.op is _CONST and l.arg < dtypes.max(l.dtype):  # not (d < r) -> r < d+1
+            return UOp(_CMPLT, x.dtype, (r, l.const_like(l.arg + 1)))
+    return None
+
+
+def _range_fold(x: UOp) -> UOp | None:
+    lo, hi = x._vrange or x._range()
+    if lo != hi:
+        return None
+    dt = x.dtype
+    if dt.count != 1 or dt.kind == "f" or dt.kind == "v":
+        return None
+    if x.op in GroupOp.Comparison and x.src[0].dtype.kind == "f":
+        return None  # float ranges are not rounded like the hardware rounds: no decisions from them
+    return UOp.const(dt, lo)
+
+
+def _neg_neg(x: UOp) -> UOp:
+    return x
+
+
+def _mul_neg(x: UOp, y: UOp, c: UOp) -> UOp | None:
+    return y * (-c.arg) if c.arg != dtypes.min(c.dtype) or c.dtype.kind == "f" else None
+
+
+def _add_neg(x: UOp, y: UOp) -> UOp:
+    return UOp(_SUB, x.dtype, (x, y))
+
+
+def _collect(x: UOp) -> UOp | None:
+    """Collect like terms and constants of an integer sum; recombine (y//c)*c + y%c into y."""
+    if not _is_int(x):
+        return None
+    a, b = x.src
+    # x._flat, a structural fact kept on the node: the bases of x's flattening when they are distinct,
+    # with no constant and no (y//c, y%c) pair to recombine. Then x + c flattens to the same terms and
+    # one constant, last; x +/- t*k, t a new base that is no IDIV or MOD, to distinct bases and no pair
+    # (the pairs only involve IDIV and MOD bases). Nothing changes either way.
+    ta = a._flat
+    if ta is not None:
+        if b.op is _CONST:
+            if x.op is _ADD:
+                return None
+        else:
+            bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
+            if bb not in ta and bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb):
+                t = ta.copy()
+                t[bb] = 1
+                _set_flat(x, t)
+                return None
+    if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
+        ba = a.src[0] if a.op is _MUL and a.src[1].op is _CONST else a
+        bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
+        if ba is not bb and _leaf(ba) and (_leaf(bb) or (b.op is _CONST and x.op is _ADD)):
+            if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
+                if b.op is not _CONST:
+                    _set_flat(x, {ba: 1, bb: 1})  # two distinct bases that do not pair, no constant
+                return None
+    f = _flatten(x, exact=False)
+    if f is None:
+        return None
+    terms = f.terms
+    changed = f.rep or f.nconst >= 2
+    if f.mods:
+        # (y//c)*(c*m) + (y%c)*m -> y*m: C's identity a == (a/b)*b + a%b holds for every sign
+        divs = {b.src: b for b in terms if b.op is _IDIV and b.arg is None}
+        for b in list(terms):
+            if b.op is _MOD and b.src[1].op is _CONST and terms.get(b):
+                d = divs.get(b.src)
+                if d is None or (d.dtype is not b.dtype and d.dtype != b.dtype):
+                    continue
+                m = terms[b]
+                if terms.get(d) == m * b.src[1].arg:
+                    y = b.src[0]
+                    terms[b] = terms[d] = 0
+                    terms[y] = terms.get(y, 0) + m
+                    if y.op is _IDIV and y.arg is None:
+                        divs.setdefault(y.src, y)
+                    changed = True
+    if not changed and f.nconst == 0:
+        _set_flat(x, terms)
+    const_last = x.op is _ADD and x.src[1].op is _CONST
+    if not changed and not (f.nconst == 1 and not const_last):
+        return None
+    tl = list(terms.items())
+    new_skel = _build_skel(tl, f.k, x.dtype)
+    if new_skel > f.skel:
+        extra = sum(
+            (n - (1 if terms.get(b) else 0)) * tree_size(b) for b, n in f.occ.items() if n > 1 or not terms.get(b)
+        )
+        if new_skel > f.skel + extra:
+            return None
+    out = _build(tl, f.k, x)
+    return None if out is x else out
+
+
+def _split_terms(f: _Sum, c: int) -> tuple[list[tuple[UOp, int]], list[tuple[UOp, int]]]:
+    q: list[tuple[UOp, int]] = []
+    r: list[tuple[UOp, int]] = []
+    for b, co in f.terms.items():
+        if co == 0:
+            continue
+        if co % c == 0:
+            q.append((b, co // c))
+        else:
+            r.append((b, co))
+    return q, r
+
+
+def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
+    """IDIV/MOD of an integer expression by a constant, using value ranges (C semantics)."""
+    if not _is_int(x):
+        return None
+    v = c.arg
+    dt = x.dtype
+    is_mod = x.op is _MOD
+    if v <= 0:
+        if is_mod and v < 0 and v != dtypes.min(dt):
+            return UOp(_MOD, dt, (a, c.const_like(-v)))  # C: x % -c == x % c
+        return None
+    lo, hi = a._range()
+    if is_mod:
+        if -v < lo and hi < v:
+            return a  # |a| < c: the remainder is a itself
+        if lo >= v and lo // v == hi // v and _exact(a):
+            return a + (-(lo // v) * v)  # one quotient bucket: subtract it
+    ao = a.op
+    if ao is x.op and a.src[1].op is _CONST and a.src[1].arg > 0:
+        c1 = a.src[1].arg
+        if is_mod and c1 % v == 0:
+            return UOp(_MOD, dt, (a.src[0], c))  # (y % (k*c)) % c
+        if not is_mod and c1 * v <= dtypes.max(dt):
+            return UOp(_IDIV, dt, (a.src[0], c.const_like(c1 * v)))  # (y // c1) // c
+        return None
+    if ao not in _LINEAR:
+        return None
+    f = _flatten(a)
+    if f is None or not f.exact:
+        return None
+    g = gcd(v, f.k, *f.terms.values())
+    if g > 1:
+        # exact division of every term: (g*t) // (g*c) == t // c and (g*t) % (g*c) == (t % c) * g
+        t = _build([(b, co // g) for b, co in f.terms.items()], f.k // g, a)
+        if not is_mod:
+            return t if v == g else UOp(_IDIV, dt, (t, c.const_like(v // g)))
+        if v == g:
+            return x.const_like(0)
+        out = UOp(_MOD, dt, (t, c.const_like(v // g))) * g
+        return out if _not_larger(out, x) else None
+    qt, rt = _split_terms(f, v)
+    if lo >= 0:
+        kq, kr = divmod(f.k, v)  # kr in [0, c)
+    elif hi <= 0:
+        kq = -((-f.k) // v)
+        kr = f.k - kq * v  # kr in (-c, 0]
+    else:
+        return None
+    if not qt and kq == 0:
+        return None
+    r = _build(rt, kr, a)
+    rlo, rhi = r._range()
+    if not _exact(r) or (lo >= 0 and rlo < 0) or (lo < 0 and rhi > 0):
+        return None
+    fits = -v < rlo and rhi < v
+    if is_mod:
+        out = r if fits else UOp(_MOD, dt, (r, c))
+    else:
+        qe = _build(qt, kq, a)
+        out = qe if fits else qe + UOp(_IDIV, dt, (r, c))
+    return out if _not_larger(out, x) else None
+
+
+def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:
+    """Integer comparisons with a constant side: move constants and common factors across."""
+    if not _is_int(a) or x.dtype.count != 1:
+        return None
+    op = x.op
+    if op is not _CMPLT:
+        # ring identity: a + k != d  <=>  a != d - k
+        if b.op is _CONST and a.op is _ADD and a.src[1].op is _CONST:
+            return UOp(op, x.dtype, (a.src[0], b.const_like(b.arg - a.src[1].arg)))
+        return None
+    left_const = a.op is _CONST
+    e, d = (b, a.arg) if left_const else (a, b.arg)
+    if e.op not in _LINEAR:
+        return None
+    f = _flatten(e)
+    if f is None or not f.exact or not f.terms:
+        return None
+    g = gcd(*f.terms.values())  # > 0: terms are nonzero... unless they cancel
+    if g == 0 or (g == 1 and f.k == 0):
+        return None
+    t = _build([(bb, co // g) for bb, co in f.terms.items()], 0, e)
+    if not _exact(t):
+        return None
+    num = d - f.k  # e == g*t + k with g > 0
+    if left_const:  # d < g*t + k  <=>  floor((d-k)/g) < t
+        bnd = num // g
+        out = UOp(_CMPLT, x.dtype, (e.const_like(bnd), t)) if _fits(bnd, e.dtype) else None
+    else:  # g*t + k < d  <=>  t < ceil((d-k)/g)
+        bnd = -((-num) // g)
+        out = UOp(_CMPLT, x.dtype, (t, e.const_like(bnd))) if _fits(bnd, e.dtype) else None
+    if out is None or out is x:
+        return None
+    return out if _not_larger(out, x) else None
+
+
+def _fits(v: int, dt: DType) -> bool:
+    return dtypes.min(dt) <= v <= dtypes.max(dt)
+
+
+def _max_range(x: UOp) -> UOp | None:
+    a, b = x.src
+    if not _is_int(a):
+        return None
+    (a0, a1), (b0, b1) = a._range(), b._range()
+    if a0 >= b1:
+        return a
+    if b0 >= a1:
+        return b
+    return None
+
+
+def _mul_mul(x: UOp, y: UOp, c1: UOp, c2: UOp) -> UOp | None:
+    return y * (c1.arg * c2.arg) if _is_int(x) else None
+
+
+# ----------------------------------------------------------------------------------------
+# the rule sets
+# ----------------------------------------------------------------------------------------
+_cv = UPat.cvar("c")
+_bin_with_const = (UPat.var("a"), _cv)
+
+symbolic_simple = PatternMatcher(
+    [
+        # constant folding
+        (UPat(GroupOp.ALU, src=UPat(Ops.CONST), name="x"), _fold_alu),
+        (UPat((Ops.CAST, Ops.BITCAST), src=(_cv,), name="x"), _fold_cast),
+        # canonical order: constants to the right of commutative ops
+        (UPat(GroupOp.Commutative, src=(UPat(Ops.CONST), UPat()), name="x"), _const_right),
+        # identities with a constant
+        (UPat(Ops.ADD, src=_bin_with_const, name="x"), _add_const),
+        (UPat(Ops.SUB, src=_bin_with_const, name="x"), _sub_const),
+        (UPat(Ops.MUL, src=_bin_with_const, name="x"), _mul_const),
+        (UPat(Ops.IDIV, src=_bin_with_const, name="x"), _idiv_const),
+        (UPat(Ops.MOD, src=_bin_with_const, name="x"), _mod_const),
+        (UPat(Ops.FDIV, src=(UPat.var("a"), UPat.const(None, 1.0))), lambda a: a),
+        (UPat((Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR), src=_bin_with_const, name="x"), _bitwise_const),
+        (UPat((Ops.CMPNE, Ops.CMPEQ), src=_bin_with_const, name="x"), _bool_cmp_const),
+        # a node with itself
+        (UPat(GroupOp.Binary, src=(UPat.var("a"), UPat.var("a")), name="x"), _same_src),
+        # negation
+        (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(UPat.var("x"),)),)), _neg_neg),
+        (UPat(Ops.ADD, src=[UPat.var("x"), UPat(Ops.NEG, src=(UPat.var("y"),))]), _add_neg),
+        (UPat(Ops.SUB, src=(UPat.var("x"), UPat(Ops.NEG, src=(UPat.var("y"),))), name="s"), lambda s, x, y: x + y),
+        (UPat(Ops.MUL, src=(UPat(Ops.NEG, src=(UPat.var("y"),)), _cv), name="x"), _mul_neg),
+        # select
+        (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("b"))), _where),
+    ]
+)
+
+symbolic = symbolic_simple + PatternMatcher(
+    [
+        # integer/bool nodes whose value range is a single value
+        (UPat(GroupOp.ALU | {Ops.CAST}, dtype=_INTS_BOOL, name="x"), _range_fold),
+        (UPat(Ops.MUL, src=(UPat(Ops.MUL, src=(UPat.var("y"), UPat.cvar("c1"))), UPat.cvar("c2")), name="x"), _mul_mul),
+        (UPat((Ops.ADD, Ops.SUB), dtype=_INTS, name="x"), _collect),
+        (UPat((Ops.IDIV, Ops.MOD), dtype=_INTS, src=_bin_with_const, name="x"), _divmod),
+        (UPat((Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ), src=(UPat.var("a"), UPat(Ops.CONST, name="b")), name="x"), _cmp_const),
+        (UPat(Ops.CMPLT, src=(UPat(Ops.CONST, name="a"), UPat.var("b")), name="x"), _cmp_const),
+        (UPat(Ops.MAX, dtype=_INTS, name="x"), _max_range),
+    ]
+)
+
+
+def simplify(u: UOp) -> UOp:
+    """``u`` with every rule of ``symbolic`` applied to a fixed point (bottom-up)."""
+    return graph_rewrite(u, symbolic, bottom_up=True)

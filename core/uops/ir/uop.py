@@ -1,0 +1,612 @@
+"""The immutable, hash-consed UOp: one node of every graph in uops.
+
+Building the same (op, dtype, src, arg) twice returns the same object, so equality is
+identity and hashing is by address. The cache holds nodes weakly: a node nobody references
+is freed. Nothing here recurses on graph depth.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from uops.dtypes import DType, PtrDType, dtypes, truncate
+from uops.ir.ops import AxisType, GroupOp, Ops
+
+
+class _Ref(weakref.ref):
+    """A weak reference that remembers its cache key (C-level construction, unlike weakref.KeyedRef)."""
+
+    __slots__ = ("key",)
+    key: tuple
+
+
+# the hash-consing cache: key -> weak reference to the node; a dead node's entry removes itself
+_cache: dict[tuple, _Ref] = {}
+
+
+# dtypes enter the cache key as small ints: hashing a DType (a dataclass) costs more than the rest of
+# the key. Equal dtypes get the same token, so hash-consing is unchanged. _dt_fast maps id(dtype) to
+# (dtype, token); it holds the dtype, so the id stays valid, and it is only a cache of _dt_tokens.
+_dt_tokens: dict[DType, int] = {}
+_dt_fast: dict[int, tuple[DType, int]] = {}
+
+
+def _dtype_token(dtype: DType) -> tuple[DType, int]:
+    if len(_dt_fast) > 4096:
+        _dt_fast.clear()
+    tok = _dt_tokens.setdefault(dtype, len(_dt_tokens))
+    entry = _dt_fast[id(dtype)] = (dtype, tok)
+    return entry
+
+
+def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
+    _remove_dead_weakref(_cache, wr.key)  # deletes the entry only if it still holds a dead reference
+
+
+ConstType = bool | int | float
+
+
+class UOp:
+    # _flat: symbolic's fact about an integer sum (see symbolic._collect); None until it is known
+    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_flat", "__weakref__")
+    op: Ops
+    dtype: DType
+    src: tuple[UOp, ...]
+    arg: Any
+    _vrange: tuple[ConstType, ConstType] | None
+    _flat: dict[UOp, int] | None
+
+    def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+        tok = _dt_fast.get(id(dtype))
+        if tok is None or tok[0] is not dtype:
+            tok = _dtype_token(dtype)
+        key = (op, tok[1], src, arg if arg.__class__ is not float or (arg != 0.0 and arg == arg) else _float_key(arg))
+        try:
+            ref = _cache.get(key)
+        except TypeError:
+            raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
+        if ref is not None and (hit := ref()) is not None:
+            return hit
+        self = object.__new__(cls)
+        _set_op(self, op)
+        _set_dtype(self, dtype)
+        _set_src(self, src)
+        _set_arg(self, arg)
+        _set_vrange(self, None)
+        _set_flat(self, None)
+        ref = _cache[key] = _Ref(self, _remove_dead)
+        ref.key = key
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"UOp is immutable; use .replace({name}=...) to make a new node")
+
+    def __reduce__(self) -> Any:
+        raise TypeError("UOps are not pickled; serialise programs with ProgramSpec.to_dict()")
+
+    # identity equality (inherited object.__eq__/__hash__) is what hash-consing buys us
+
+    # ----- construction helpers -----
+    def replace(self, **kwargs: Any) -> UOp:
+        return UOp(
+            kwargs.get("op", self.op),
+            kwargs.get("dtype", self.dtype),
+            kwargs.get("src", self.src),
+            kwargs.get("arg", self.arg),
+        )
+
+    @staticmethod
+    def const(dtype: DType, value: ConstType) -> UOp:
+        if value.__class__ is int and (e := _INT_BOUNDS_ID.get(id(dtype))) is not None and e[0] is dtype:
+            if e[1][0] <= value <= e[1][1]:
+                return UOp(_CONST, dtype, (), value)  # what truncate returns for an int in range
+        if dtype.count > 1:
+            return UOp(Ops.VCONST, dtype, (), (truncate(value, dtype.scalar()),) * dtype.count)
+        return UOp(Ops.CONST, dtype, (), truncate(value, dtype))
+
+    @staticmethod
+    def vconst(dtype: DType, values: tuple[ConstType, ...]) -> UOp:
+        if len(values) != dtype.count:
+            raise ValueError(f"VCONST of {dtype} needs {dtype.count} values, got {len(values)}")
+        return UOp(Ops.VCONST, dtype, (), tuple(truncate(v, dtype.scalar()) for v in values))
+
+    @staticmethod
+    def variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.int32) -> UOp:
+        if min_val > max_val:
+            raise ValueError(f"variable {name!r}: min {min_val} > max {max_val}")
+        return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
+
+    @staticmethod
+    def range(end: UOp | int, axis: int, kind: AxisType = AxisType.LOOP) -> UOp:
+        end_u = end if isinstance(end, UOp) else UOp.const(dtypes.index, end)
+        return UOp(Ops.RANGE, end_u.dtype, (end_u,), (axis, kind))
+
+    @staticmethod
+    def sink(*srcs: UOp, arg: Any = None) -> UOp:
+        return UOp(Ops.SINK, dtypes.void, tuple(srcs), arg)
+
+    def const_like(self, value: ConstType) -> UOp:
+        return UOp.const(self.dtype, value)
+
+    def _ufix(self, x: UOp | ConstType) -> UOp:
+        if isinstance(x, UOp):
+            return x
+        if not isinstance(x, (bool, int, float)):
+            raise TypeError(f"cannot combine a UOp with {type(x).__name__}")
+        return UOp.const(self.dtype, x)
+
+    def alu(self, op: Ops, *srcs: UOp | ConstType) -> UOp:
+        s = (self, *(self._ufix(x) for x in srcs))
+        if op is Ops.WHERE:
+            out = s[1].dtype
+        elif op in GroupOp.Comparison:
+            out = dtypes.bool.vec(self.dtype.count)
+        else:
+            out = self.dtype
+        return UOp(op, out, s)
+
+    def __add__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.ADD, x)
+
+    def __radd__(self, x: ConstType) -> UOp:
+        return self._ufix(x).alu(Ops.ADD, self)
+
+    def __sub__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.SUB, x)
+
+    def __rsub__(self, x: ConstType) -> UOp:
+        return self._ufix(x).alu(Ops.SUB, self)
+
+    def __mul__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.MUL, x)
+
+    def __rmul__(self, x: ConstType) -> UOp:
+        return self._ufix(x).alu(Ops.MUL, self)
+
+    def __floordiv__(self, x: UOp | ConstType) -> UOp:
+        """C-style division (truncates toward zero), as in every backend language."""
+        return self.alu(Ops.IDIV, x)
+
+    def __rfloordiv__(self, x: ConstType) -> UOp:
+        return self._ufix(x).alu(Ops.IDIV, self)
+
+    def __truediv__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.FDIV, x)
+
+    def __mod__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.MOD, x)
+
+    def __rmod__(self, x: ConstType) -> UOp:
+        return self._ufix(x).alu(Ops.MOD, self)
+
+    def __neg__(self) -> UOp:
+        return self.alu(Ops.NEG)
+
+    def __lt__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.CMPLT, x)
+
+    def __gt__(self, x: UOp | ConstType) -> UOp:
+        return self._ufix(x).alu(Ops.CMPLT, self)
+
+    def __and__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.AND, x)
+
+    def __or__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.OR, x)
+
+    def __xor__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.XOR, x)
+
+    def __lshift__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.SHL, x)
+
+    def __rshift__(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.SHR, x)
+
+    def ne(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.CMPNE, x)
+
+    def eq(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.CMPEQ, x)
+
+    def logical_not(self) -> UOp:
+        return self.ne(True)
+
+    def maximum(self, x: UOp | ConstType) -> UOp:
+        return self.alu(Ops.MAX, x)
+
+    def minimum(self, x: UOp | ConstType) -> UOp:
+        return -((-self).maximum(-self._ufix(x)))
+
+    def where(self, a: UOp | ConstType, b: UOp | ConstType) -> UOp:
+        a_u = a if isinstance(a, UOp) else (b.const_like(a) if isinstance(b, UOp) else UOp.const(dtypes.float32, a))
+        b_u = b if isinstance(b, UOp) else a_u.const_like(b)
+        return UOp(Ops.WHERE, a_u.dtype, (self, a_u, b_u))
+
+    def cast(self, dtype: DType) -> UOp:
+        return self if dtype == self.dtype else UOp(Ops.CAST, dtype, (self,))
+
+    def bitcast(self, dtype: DType) -> UOp:
+        if dtype.nbytes != self.dtype.nbytes:
+            raise ValueError(f"bitcast {self.dtype} -> {dtype}: sizes differ ({self.dtype.nbytes} vs {dtype.nbytes})")
+        return UOp(Ops.BITCAST, dtype, (self,))
+
+    def exp2(self) -> UOp:
+        return self.alu(Ops.EXP2)
+
+    def log2(self) -> UOp:
+        return self.alu(Ops.LOG2)
+
+    def sin(self) -> UOp:
+        return self.alu(Ops.SIN)
+
+    def sqrt(self) -> UOp:
+        return self.alu(Ops.SQRT)
+
+    def reciprocal(self) -> UOp:
+        return self.alu(Ops.RECIPROCAL)
+
+    def trunc(self) -> UOp:
+        return self.alu(Ops.TRUNC)
+
+    def index(self, idx: UOp, gate: UOp | None = None) -> UOp:
+        src = (self, idx) if gate is None else (self, idx, gate)
+        return UOp(Ops.INDEX, self.dtype, src)
+
+    def load(self, alt: UOp | None = None) -> UOp:
+        base = self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype
+        return UOp(Ops.LOAD, base, (self,) if alt is None else (self, alt))
+
+    def store(self, value: UOp) -> UOp:
+        return UOp(Ops.STORE, dtypes.void, (self, value))
+
+    def reduce(self, *ranges: UOp, op: Ops = Ops.ADD) -> UOp:
+        return UOp(Ops.REDUCE, self.dtype, (self, *ranges), op)
+
+    def end(self, *ranges: UOp) -> UOp:
+        return UOp(Ops.END, dtypes.void, (self, *ranges))
+
+    def gep(self, *lanes: int) -> UOp:
+        return UOp(Ops.GEP, self.dtype.scalar().vec(len(lanes)), (self,), tuple(lanes))
+
+    # ----- graph walking -----
+    def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
+        """Every node reachable from self, each after its sources. Iterative: deep graphs are fine."""
+        order: list[UOp] = []
+        seen: set[UOp] = set()
+        stack: list[tuple[UOp, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if node in seen:
+                continue
+            seen.add(node)
+            stack.append((node, True))
+            if gate is None or gate(node):
+                for s in reversed(node.src):
+                    if s not in seen:
+                        stack.append((s, False))
+        return order
+
+    def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+        """Replace nodes by identity (no pattern matching), rebuilding their users; keys are not entered."""
+        if not mapping:
+            return self
+        memo: dict[UOp, UOp] = {}
+        for u in self.toposort(gate=lambda x: x not in mapping):
+            if u in mapping:
+                memo[u] = mapping[u]
+                continue
+            new_src = tuple([memo[s] for s in u.src])
+            memo[u] = u if all(a is b for a, b in zip(new_src, u.src)) else UOp(u.op, u.dtype, new_src, u.arg)
+        return memo[self]
+
+    @property
+    def ranges(self) -> list[UOp]:
+        return [u for u in self.toposort() if u.op is Ops.RANGE]
+
+    @property
+    def variables(self) -> list[UOp]:
+        return sorted((u for u in self.toposort() if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0])
+
+    # ----- value ranges -----
+    @property
+    def vmin(self) -> ConstType:
+        return self._range()[0]
+
+    @property
+    def vmax(self) -> ConstType:
+        return self._range()[1]
+
+    def _range(self) -> tuple[ConstType, ConstType]:
+        r = self._vrange
+        if r is not None:
+            return r
+        for s in self.src:
+            if s._vrange is None:
+                break
+        else:  # the common case while rewriting: the sources are known, no walk needed
+            r = _compute_range(self)
+            _set_vrange(self, r)
+            return r
+        for node in self.toposort(gate=lambda n: n._vrange is None):
+            if node._vrange is None:
+                _set_vrange(node, _compute_range(node))
+        return self._vrange  # type: ignore[return-value]
+
+    def const_value(self) -> ConstType | None:
+        return self.arg if self.op is Ops.CONST else None
+
+    # ----- printing -----
+    def __repr__(self) -> str:
+        return _short_repr(self)
+
+    def pretty(self) -> str:
+        """A numbered listing, one node a line, sources by number: readable for graphs of any depth."""
+        lines = []
+        num: dict[UOp, int] = {}
+        for i, u in enumerate(self.toposort()):
+            num[u] = i
+            srcs = ", ".join(f"%{num[s]}" for s in u.src)
+            arg = "" if u.arg is None else f" {_fmt_arg(u.arg)}"
+            lines.append(f"%{i:<4} {u.op.name:<14} {u.dtype!r:<28} [{srcs}]{arg}")
+        return "\n".join(lines)
+
+    def __iter__(self) -> Iterator[UOp]:
+        raise TypeError("a UOp is not iterable; use .src or .toposort()")
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"the truth value of a UOp ({self.op}) is not known at build time; use .where or simplify")
+
+
+_set_op: Callable[[UOp, Any], None] = UOp.__dict__["op"].__set__
+_set_dtype: Callable[[UOp, Any], None] = UOp.__dict__["dtype"].__set__
+_set_src: Callable[[UOp, Any], None] = UOp.__dict__["src"].__set__
+_set_arg: Callable[[UOp, Any], None] = UOp.__dict__["arg"].__set__
+_set_vrange: Callable[[UOp, Any], None] = UOp.__dict__["_vrange"].__set__
+_set_flat: Callable[[UOp, Any], None] = UOp.__dict__["_flat"].__set__
+
+
+def _float_key(x: float) -> tuple[type, str]:
+    """-0.0 == 0.0 and nan != nan, so these floats are keyed by their spelling."""
+    return (float, "nan" if x != x else "-0.0" if math.copysign(1.0, x) < 0 else "0.0")
+
+
+def _fmt_arg(arg: Any) -> str:
+    if isinstance(arg, bytes):
+        return f"<{len(arg)} bytes>"
+    if isinstance(arg, str) and len(arg) > 60:
+        return repr(arg[:57] + "...")
+    if isinstance(arg, UOp):
+        return arg.op.name
+    return repr(arg)
+
+
+def _short_repr(u: UOp) -> str:
+    """A one-line repr for small graphs, falling back to a summary for deep ones."""
+    n = 0
+    parts: list[str] = []
+    stack: list[UOp | str] = [u]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            parts.append(x)
+            continue
+        n += 1
+        if n > 40:
+            return f"UOp({u.op}, {u.dtype!r}, <{len(u.src)} srcs>, arg={_fmt_arg(u.arg)}, ...)"
+        head = f"UOp({x.op}, {x.dtype!r}"
+        if not x.src:
+            parts.append(f"{head}, arg={_fmt_arg(x.arg)})")
+            continue
+        parts.append(f"{head}, src=(")
+        stack.append(f"), arg={_fmt_arg(x.arg)})" if x.arg is not None else "))")
+        for i, s in enumerate(reversed(x.src)):
+            stack.append(s)
+            if i < len(x.src) - 1:
+                stack.append(", ")
+    return "".join(parts)
+
+
+# ----- value range rules -----
+def _clamp(lo: float, hi: float, dt: DType) -> tuple[ConstType, ConstType]:
+    dmin, dmax = dtypes.min(dt), dtypes.max(dt)
+    if (
+        lo < dmin
+        or hi > dmax
+        or (isinstance(lo, float) and math.isnan(lo))
+        or (isinstance(hi, float) and math.isnan(hi))
+    ):
+        return dmin, dmax  # may wrap: nothing better is known
+    return lo, hi
+
+
+def _cdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _cmod(a: int, b: int) -> int:
+    return a - _cdiv(a, b) * b
+
+
+# scalar integer dtypes -> (min, max): the fast path of _compute_range
+_INT_BOUNDS: dict[DType, tuple[int, int]] = {
+    dt: (int(dtypes.min(dt)), int(dtypes.max(dt)))
+    for dt in (
+        dtypes.int8,
+        dtypes.uint8,
+        dtypes.int16,
+        dtypes.uint16,
+        dtypes.int32,
+        dtypes.uint32,
+        dtypes.int64,
+        dtypes.uint64,
+    )
+}
+# the same by the dtype's identity (no DType hashing); an equal dtype that is another object misses and
+# takes the general path, which gives the same answers
+_INT_BOUNDS_ID: dict[int, tuple[DType, tuple[int, int]]] = {id(dt): (dt, b) for dt, b in _INT_BOUNDS.items()}
+_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
+_CONST, _DEFINE_VAR = Ops.CONST, Ops.DEFINE_VAR
+_FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
+
+
+def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
+    dt = u.dtype
+    op = u.op
+    if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+        bounds = e[1]
+        # scalar integers, the common ops: the answers of the general code below, cheaper. Anything
+        # unusual (a float or out-of-range bound, a wide multiplier) falls through to the general code.
+        if op is _CONST:
+            return u.arg, u.arg
+        if op is _DEFINE_VAR:
+            return u.arg[1], u.arg[2]
+        if op in _FAST_BINARY:
+            s = u.src
+            a0, a1 = s[0]._range()
+            b0, b1 = s[1]._range()
+            if op is _ADD:
+                lo, hi = a0 + b0, a1 + b1
+            elif op is _MUL and b0 == b1 and b0 >= 0:
+                lo, hi = a0 * b0, a1 * b0
+                if lo == hi:
+                    hi = lo  # max() of equal corners keeps the first
+            elif op is _MOD and b0 > 0 and a0 >= 0:
+                return (a0 if a1 < b0 else 0), min(a1, b1 - 1)
+            elif (
+                op is _IDIV
+                and b0 == b1
+                and b0 > 0
+                and a0 >= 0
+                and a0.__class__ is int
+                and a1.__class__ is int
+                and b0.__class__ is int
+            ):
+                lo, hi = a0 // b0, a1 // b0
+            elif op is _SUB:
+                lo, hi = a0 - b1, a1 - b0
+            elif op is _MAX:
+                lo, hi = max(a0, b0), max(a1, b1)
+            else:
+                return _compute_range_general(u)
+            if bounds[0] <= lo <= hi <= bounds[1]:
+                return lo, hi
+    return _compute_range_general(u)
+
+
+def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
+    dt = u.dtype
+    op = u.op
+    if isinstance(dt, PtrDType) or dt.kind == "v" or dt.count > 1:
+        return dtypes.min(dt.scalar()) if dt.kind != "v" else 0, dtypes.max(dt.scalar()) if dt.kind != "v" else 0
+    if op is Ops.CONST:
+        return u.arg, u.arg
+    if op is Ops.DEFINE_VAR:
+        return u.arg[1], u.arg[2]
+    if op in (Ops.RANGE, Ops.SPECIAL):
+        return 0, max(0, u.src[0].vmax - 1)
+    if not u.src:
+        return dtypes.min(dt), dtypes.max(dt)
+    s = u.src
+    if op is Ops.WHERE:
+        c = s[0]
+        if c.vmin == c.vmax:
+            return s[1]._range() if c.vmin else s[2]._range()
+        return min(s[1].vmin, s[2].vmin), max(s[1].vmax, s[2].vmax)
+    if op is Ops.CAST:
+        lo, hi = s[0]._range()
+        if dtypes.is_float(dt):
+            return float(lo), float(hi)
+        if dtypes.is_bool(dt):
+            return (False, True) if lo <= 0 <= hi else (True, True)
+        if dtypes.is_float(s[0].dtype):
+            if math.isinf(lo) or math.isinf(hi) or math.isnan(lo) or math.isnan(hi):
+                return dtypes.min(dt), dtypes.max(dt)
+            lo, hi = math.trunc(lo), math.trunc(hi)
+        return _clamp(int(lo), int(hi), dt)
+    if dtypes.is_float(dt) and op not in (Ops.ADD, Ops.MUL, Ops.NEG, Ops.MAX, Ops.SUB):
+        return -math.inf, math.inf
+    if op in GroupOp.Comparison:
+        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
+        if op is Ops.CMPLT:
+            if a1 < b0:
+                return True, True
+            if a0 >= b1:
+                return False, False
+        elif a1 < b0 or b1 < a0:  # disjoint
+            return (True, True) if op is Ops.CMPNE else (False, False)
+        elif a0 == a1 == b0 == b1:
+            return (False, False) if op is Ops.CMPNE else (True, True)
+        return False, True
+    if op is Ops.NEG:
+        lo, hi = s[0]._range()
+        if dtypes.is_bool(dt):
+            return False, True
+        return _clamp(-hi, -lo, dt)
+    if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX):
+        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
+        try:
+            if op is Ops.ADD:
+                lo, hi = a0 + b0, a1 + b1
+            elif op is Ops.SUB:
+                lo, hi = a0 - b1, a1 - b0
+            elif op is Ops.MAX:
+                lo, hi = max(a0, b0), max(a1, b1)
+            else:
+                corners = [x * y for x in (a0, a1) for y in (b0, b1)]
+                if any(isinstance(c, float) and math.isnan(c) for c in corners):
+                    return -math.inf, math.inf
+                lo, hi = min(corners), max(corners)
+        except TypeError:
+            return dtypes.min(dt), dtypes.max(dt)
+        if dtypes.is_bool(dt):
+            return bool(lo), bool(hi)
+        if dtypes.is_float(dt):
+            return lo, hi
+        return _clamp(lo, hi, dt)
+    if op is Ops.IDIV and dtypes.is_int(dt):
+        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
+        if b0 > 0 or b1 < 0:
+            qs = [_cdiv(int(x), int(y)) for x in (a0, a1) for y in (b0, b1)]
+            return _clamp(min(qs), max(qs), dt)
+        return dtypes.min(dt), dtypes.max(dt)
+    if op is Ops.MOD and dtypes.is_int(dt):
+        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
+        if b0 > 0:
+            m = b1 - 1
+            if a0 >= 0:
+                return (a0 if a1 < b0 else 0), min(a1, m)
+            if a1 <= 0:
+                return max(a0, -m), 0
+            return -m, m
+        return dtypes.min(dt), dtypes.max(dt)
+    if op is Ops.AND:
+        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
+        if dtypes.is_bool(dt):
+            return bool(a0 and b0), bool(a1 and b1)
+        if a0 >= 0 and b0 >= 0:
+            return 0, min(a1, b1)
+    if op is Ops.OR and dtypes.is_bool(dt):
+        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
+        return bool(a0 or b0), bool(a1 or b1)
+    if op is Ops.SHL and s[1].op is Ops.CONST and dtypes.is_int(dt):
+        lo, hi = s[0]._range()
+        return (
+            _clamp(lo << s[1].arg, hi << s[1].arg, dt)
+            if lo >= 0 and s[1].arg >= 0
+            else (dtypes.min(dt), dtypes.max(dt))
+        )
+    if op is Ops.SHR and s[1].op is Ops.CONST and dtypes.is_int(dt):
+        lo, hi = s[0]._range()
+        return (lo >> s[1].arg, hi >> s[1].arg) if lo >= 0 and s[1].arg >= 0 else (dtypes.min(dt), dtypes.max(dt))
+    if op is Ops.LOAD and u.src and u.src[0].op is Ops.INDEX:
+        return dtypes.min(dt), dtypes.max(dt)
+    return dtypes.min(dt), dtypes.max(dt)

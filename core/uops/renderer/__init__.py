@@ -1,0 +1,34 @@
+"""The Renderer contract: linear uops -> source text for one compile target.
+
+A renderer also tells the lowering what the target can do (launch grid, local memory, which
+ALU ops and dtypes it renders natively), so that kernels are shaped for it before rendering.
+"""
+
+from __future__ import annotations
+
+from uops.dtypes import DType
+from uops.ir.ops import GroupOp, Ops
+from uops.ir.rewrite import PatternMatcher
+from uops.ir.uop import UOp
+
+
+class Renderer:
+    device: str = ""
+    target: str = ""
+    # None: CPU-style, every output axis is a loop. Else: the launch grid limits per dimension.
+    global_max: tuple[int, ...] | None = None
+    # workgroup (block) limits per dimension; None: no local dimensions
+    local_max: tuple[int, ...] | None = None
+    local_threads_max: int = 0  # threads per workgroup, all dimensions together
+    shared_max: int = 0  # bytes of local memory per workgroup
+    supported_ops: frozenset[Ops] = GroupOp.ALU | {Ops.CAST, Ops.BITCAST}
+    # scalar dtypes the target computes in; others are computed in float32 and stored in their own type
+    unsupported_dtypes: frozenset[DType] = frozenset()
+    # target-specific lowering rules, applied after the generic ones
+    extra_matcher: PatternMatcher | None = None
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(device={self.device!r}, target={self.target!r})"

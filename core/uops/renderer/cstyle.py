@@ -1,0 +1,238 @@
+"""CStyleRenderer: linear uops -> C-family source, for plugins to subclass.
+
+Rendering is driven by ``code_for_op`` (op -> C expression) and the renderer's PatternMatcher
+(``extra_matcher``, applied during lowering). Subclasses set the hooks: kernel signature,
+buffer qualifiers, launch indices, barriers, local memory, vector types and the type map.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from uops.dtypes import AddrSpace, DType, PtrDType, dtypes
+from uops.ir.ops import Ops
+from uops.ir.uop import UOp
+from uops.renderer import Renderer
+
+Expr = Callable[..., str]
+
+
+def _fn(name32: str, name64: str) -> Callable[[str, DType], str]:
+    def f(x: str, dt: DType) -> str:
+        return f"{name64}({x})" if dt.scalar() == dtypes.float64 else f"{name32}({x})"
+
+    return f
+
+
+class CStyleRenderer(Renderer):
+    kernel_prefix = "void"
+    buffer_prefix = ""
+    buffer_suffix = " restrict"
+    const_buffer_prefix = "const "
+    var_type = "int"
+    smem_prefix = ""
+    barrier = ""
+    line_prefix = "  "
+    type_map: dict[DType, str] = {
+        dtypes.bool: "_Bool",
+        dtypes.int8: "signed char",
+        dtypes.uint8: "unsigned char",
+        dtypes.int16: "short",
+        dtypes.uint16: "unsigned short",
+        dtypes.int32: "int",
+        dtypes.uint32: "unsigned int",
+        dtypes.int64: "long long",
+        dtypes.uint64: "unsigned long long",
+        dtypes.float16: "__fp16",
+        dtypes.bfloat16: "__bf16",
+        dtypes.float32: "float",
+        dtypes.float64: "double",
+        dtypes.void: "void",
+    }
+    code_for_op: dict[Ops, Expr] = {
+        Ops.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
+        Ops.EXP2: _fn("__builtin_exp2f", "__builtin_exp2"),
+        Ops.LOG2: _fn("__builtin_log2f", "__builtin_log2"),
+        Ops.SIN: _fn("__builtin_sinf", "__builtin_sin"),
+        Ops.SQRT: _fn("__builtin_sqrtf", "__builtin_sqrt"),
+        Ops.TRUNC: _fn("__builtin_truncf", "__builtin_trunc"),
+        Ops.RECIPROCAL: lambda x, dt: f"(1/{x})",
+        Ops.ADD: lambda a, b, dt: f"({a}+{b})",
+        Ops.SUB: lambda a, b, dt: f"({a}-{b})",
+        Ops.MUL: lambda a, b, dt: f"({a}*{b})",
+        Ops.IDIV: lambda a, b, dt: f"({a}/{b})",
+        Ops.FDIV: lambda a, b, dt: f"({a}/{b})",
+        Ops.MOD: lambda a, b, dt: f"({a}%{b})",
+        # NaN-propagating like numpy's maximum (and the PYTHON backend): a NaN on either side wins
+        Ops.MAX: lambda a, b, dt: (
+            f"((({a}>{b})||({a}!={a}))?{a}:{b})" if dtypes.is_float(dt) else f"(({a}>{b})?{a}:{b})"
+        ),
+        Ops.CMPLT: lambda a, b, dt: f"({a}<{b})",
+        Ops.CMPNE: lambda a, b, dt: f"({a}!={b})",
+        Ops.CMPEQ: lambda a, b, dt: f"({a}=={b})",
+        Ops.AND: lambda a, b, dt: f"({a}&{b})",
+        Ops.OR: lambda a, b, dt: f"({a}|{b})",
+        Ops.XOR: lambda a, b, dt: f"({a}^{b})",
+        Ops.SHL: lambda a, b, dt: f"({a}<<{b})",
+        Ops.SHR: lambda a, b, dt: f"({a}>>{b})",
+        Ops.POW: _fn("__builtin_powf", "__builtin_pow"),
+        Ops.WHERE: lambda c, a, b, dt: f"({c}?{a}:{b})",
+        Ops.MULACC: lambda a, b, c, dt: f"(({a}*{b})+{c})",
+    }
+
+    # ----- hooks -----
+    def render_dtype(self, dt: DType) -> str:
+        if isinstance(dt, PtrDType):
+            return self.render_dtype(dt.base) + "*"
+        if dt.count > 1:
+            return self.render_vector_type(dt)
+        try:
+            return self.type_map[dt]
+        except KeyError:
+            raise ValueError(f"{type(self).__name__} has no C type for {dt!r}") from None
+
+    def render_vector_type(self, dt: DType) -> str:
+        return f"{self.type_map[dt.scalar()]}{dt.count}"
+
+    def render_vectorize(self, dt: DType, parts: list[str]) -> str:
+        return f"(({self.render_dtype(dt)}){{{', '.join(parts)}}})"
+
+    def render_gep(self, vec: str, lane: int, dt: DType) -> str:
+        return f"{vec}[{lane}]"
+
+    def render_const(self, value: bool | int | float, dt: DType) -> str:
+        if dtypes.is_float(dt):
+            f = float(value)
+            if math.isnan(f):
+                s = '__builtin_nanf("")' if dt != dtypes.float64 else '__builtin_nan("")'
+            elif math.isinf(f):
+                s = ("-" if f < 0 else "") + ("__builtin_inff()" if dt != dtypes.float64 else "__builtin_inf()")
+            else:
+                s = repr(f) + ("" if dt == dtypes.float64 else "f")
+            return s if dt in (dtypes.float32, dtypes.float64) else f"(({self.render_dtype(dt)}){s})"
+        if dt == dtypes.bool:
+            return "1" if value else "0"
+        v = int(value)
+        if dt in (dtypes.int64,):
+            return f"{v}ll"
+        if dt in (dtypes.uint64,):
+            return f"{v}ull"
+        if dt == dtypes.uint32:
+            return f"{v}u"
+        if dt == dtypes.int32 and v == dtypes.min(dtypes.int32):
+            return "(-2147483647-1)"
+        return str(v) if dt == dtypes.int32 else f"(({self.render_dtype(dt)}){v})"
+
+    def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        return f"(({self.render_dtype(dst)})({x}))"
+
+    def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+        return f"(__builtin_bit_cast({self.render_dtype(dst)}, {x}))"
+
+    def render_special(self, u: UOp) -> str:
+        raise NotImplementedError(f"{type(self).__name__} has no launch indices; SPECIAL {u.arg} cannot be rendered")
+
+    def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
+        return f"{self.kernel_prefix} {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+
+    def render_param_buffer(self, u: UOp, name: str, written: bool) -> str:
+        assert isinstance(u.dtype, PtrDType)
+        const = "" if written else self.const_buffer_prefix
+        return f"{self.buffer_prefix}{const}{self.render_dtype(u.dtype.base)}*{self.buffer_suffix} {name}"
+
+    def render_param_var(self, u: UOp) -> str:
+        return f"{self.var_type} {u.arg[0]}"
+
+    # ----- the walk -----
+    def render(self, name: str, uops: list[UOp]) -> str:
+        r: dict[UOp, str] = {}
+        params: list[str] = []
+        body: list[str] = []
+        depth = 1
+        counters: dict[str, int] = {}
+        written = {s.src[0].src[0] for s in uops if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_GLOBAL}
+
+        def fresh(prefix: str) -> str:
+            n = counters.get(prefix, 0)
+            counters[prefix] = n + 1
+            return f"{prefix}{n}"
+
+        def emit(line: str) -> None:
+            body.append(self.line_prefix * depth + line)
+
+        globals_ = sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+        for u in globals_:
+            r[u] = f"data{u.arg}"
+            params.append(self.render_param_buffer(u, r[u], u in written))
+        for u in sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0]):
+            r[u] = u.arg[0]
+            params.append(self.render_param_var(u))
+
+        for u in uops:
+            op, dt, src = u.op, u.dtype, u.src
+            if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.NOOP):
+                continue
+            if op is Ops.CONST:
+                r[u] = self.render_const(u.arg, dt)
+            elif op is Ops.VCONST:
+                r[u] = self.render_vectorize(dt, [self.render_const(v, dt.scalar()) for v in u.arg])
+            elif op is Ops.SPECIAL:
+                r[u] = u.arg
+                emit(f"int {u.arg} = {self.render_special(u)}; /* < {r.get(src[0], '?')} */")
+            elif op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
+                assert isinstance(dt, PtrDType)
+                r[u] = fresh("acc" if op is Ops.DEFINE_REG else "smem")
+                prefix = self.smem_prefix if dt.addrspace is AddrSpace.LOCAL else ""
+                emit(f"{prefix}{self.render_dtype(dt.base)} {r[u]}[{dt.size}];")
+            elif op is Ops.AFTER:
+                r[u] = r[src[0]]
+            elif op is Ops.RANGE:
+                r[u] = f"ridx{u.arg[0]}"
+                emit(f"for (int {r[u]} = 0; {r[u]} < {r[src[0]]}; {r[u]}++) {{")
+                depth += 1
+            elif op is Ops.END:
+                depth -= 1
+                emit("}")
+            elif op is Ops.INDEX:
+                r[u] = f"({r[src[0]]}+{r[src[1]]})"
+            elif op is Ops.LOAD:
+                idx = src[0]
+                r[u] = fresh("val")
+                if len(idx.src) == 3:
+                    emit(f"{self.render_dtype(dt)} {r[u]} = {r[idx.src[2]]} ? *{r[idx]} : {r[src[1]]};")
+                else:
+                    emit(f"{self.render_dtype(dt)} {r[u]} = *{r[idx]};")
+            elif op is Ops.STORE:
+                idx = src[0]
+                if len(idx.src) == 3:
+                    emit(f"if ({r[idx.src[2]]}) *{r[idx]} = {r[src[1]]};")
+                else:
+                    emit(f"*{r[idx]} = {r[src[1]]};")
+            elif op is Ops.BARRIER:
+                emit(self.barrier)
+            elif op is Ops.IF:
+                emit(f"if ({r[src[0]]}) {{")
+                depth += 1
+            elif op is Ops.ENDIF:
+                depth -= 1
+                emit("}")
+            elif op is Ops.CAST:
+                r[u] = fresh("cast")
+                emit(f"{self.render_dtype(dt)} {r[u]} = {self.render_cast(r[src[0]], src[0].dtype, dt)};")
+            elif op is Ops.BITCAST:
+                r[u] = fresh("bits")
+                emit(f"{self.render_dtype(dt)} {r[u]} = {self.render_bitcast(r[src[0]], src[0].dtype, dt)};")
+            elif op is Ops.VECTORIZE:
+                r[u] = fresh("vec")
+                emit(f"{self.render_dtype(dt)} {r[u]} = {self.render_vectorize(dt, [r[s] for s in src])};")
+            elif op is Ops.GEP:
+                lanes = [self.render_gep(r[src[0]], lane, dt.scalar()) for lane in u.arg]
+                r[u] = lanes[0] if len(lanes) == 1 else self.render_vectorize(dt, lanes)
+            elif op in self.code_for_op:
+                r[u] = fresh("alu")
+                expr = self.code_for_op[op](*[r[s] for s in src], src[0].dtype if op is not Ops.WHERE else dt)
+                emit(f"{self.render_dtype(dt)} {r[u]} = {expr};")
+            else:
+                raise NotImplementedError(f"{type(self).__name__} cannot render {op.name} (dtype {dt!r})")
+        return self.render_kernel(name, params, body, uops)
