@@ -65,13 +65,6 @@ def open_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
     return ctx
 
 
-_replace_nodes = PatternMatcher([(UPat(name="x"), lambda ctx, x: ctx.get(x))])
-
-
-def _substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
-    return graph_rewrite(root, _replace_nodes, ctx=mapping) if mapping else root
-
-
 def _reduce_identity(op: Ops, dt: Any) -> Any:
     if op is Ops.ADD:
         return 0
@@ -175,7 +168,7 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
             mapping[r] = new
             loops.append(new)
             prev = new
-        return _substitute(ast, mapping), dims, loops
+        return ast.substitute(mapping), dims, loops
     # GPU-style: at most len(global_max) launch dimensions; merge the outermost axes when there are more
     ndim = len(ren.global_max)
     groups: list[list[UOp]] = [[r] for r in out_ranges]
@@ -212,7 +205,7 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
             v = flat if stride is None else flat // stride
             mapping[a] = v % a.src[0] if a is not axes[0] else v
             stride = a.src[0] if stride is None else stride * a.src[0]
-    return _substitute(ast, mapping), dims, loops
+    return ast.substitute(mapping), dims, loops
 
 
 # ----- step 3: reductions -> accumulators -----
@@ -240,7 +233,7 @@ def _lower_reduce(ctx: _ReduceCtx, red: UOp) -> UOp:
         new = UOp(Ops.RANGE, r.dtype, (r.src[0], prev), (r.arg[0], AxisType.REDUCE))
         mapping[r] = new
         prev = new
-    new_val = _substitute(val, mapping)
+    new_val = val.substitute(mapping)
     inner = mapping[rranges[-1]] if rranges else init
     acc_in = UOp(Ops.AFTER, acc.dtype, (acc, inner))
     cur = acc_in.index(zero).load()
