@@ -216,11 +216,12 @@ def test_half_and_bfloat16_compile(headers, monkeypatch):
 
 @pytest.fixture(scope="module")
 def emu():
-    from uops.backends.gpu_emu import EmulatedCompiler, EmulatedRuntime
+    from uops.backends.gpu_emu import EmulatedCompiler
+    from uops_cuda.emulated import CUDA_DIALECT, emulated_runtime
 
     if SHIM_REASON is not None:
         pytest.skip(f"GPU shim unavailable: {SHIM_REASON}")
-    return EmulatedCompiler("CUDA_EMU", stub_headers=("cuda_fp16.h", "cuda_bf16.h")), EmulatedRuntime("CUDA_EMU")
+    return EmulatedCompiler("CUDA_EMU", CUDA_DIALECT), emulated_runtime()
 
 
 def test_shim_elementwise_with_tail(emu):
@@ -298,7 +299,7 @@ def test_shim_errors_are_specific(emu):
     from uops.backends.gpu_emu import LaunchError
 
     comp, rt = emu
-    with pytest.raises(CompileError, match="no __global__ kernel"):
+    with pytest.raises(CompileError, match="no CUDA kernel"):
         comp.compile("int f(int x) { return x; }")
     with pytest.raises(CompileError) as ei:
         comp.compile(SAXPY.replace("y[i];", "y[i] + nope;"))
@@ -308,6 +309,79 @@ def test_shim_errors_are_specific(emu):
         prg(np.zeros(1, np.float32), global_size=(0,), local_size=(1,))
     with pytest.raises(LaunchError, match="not in this library"):
         rt.load("missing", comp.compile(SAXPY))
+
+
+@needs_nvrtc
+def test_nvrtc_writes_no_python_object():
+    """An empty NVRTC log is 1 byte: written into ``b" " * 1`` it zeroed CPython's shared one-byte b" "."""
+    NVRTCCompiler().compile(SAXPY)
+    assert (b" " * 1)[0] == 32 and " ".join("ab") == "a b"
+
+
+_REFUSED_LAUNCHES = r"""
+import dataclasses, sys
+import numpy as np
+from uops import AxisType, Ops, UOp, dtypes
+from uops.backends.gpu_emu import LaunchError
+from uops.codegen.program import get_program
+from uops.plugins import Device
+
+d = Device["CUDA_EMU"]
+n = 4096
+r = UOp.range(n, 0, AxisType.GLOBAL)
+out, x = (UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), (), i) for i in (0, 1))
+spec = get_program(UOp.sink(out.index(r).store(x.index(r).load() + 1.0)), d.renderer, d.compiler)
+grid, block = spec.launch_dims()
+prg = d.runtime.load(spec.name, spec.lib)
+bufs = [np.zeros(n, np.float32), np.arange(n, dtype=np.float32)]
+prg(*bufs, global_size=grid, local_size=block)
+assert (bufs[0] == bufs[1] + 1).all(), "the spec's own launch runs"
+print("BOUND", prg.bound, "GRID", grid, "BLOCK", block)
+big = dataclasses.replace(spec, local_size=tuple(4 * b for b in spec.local_size))
+for g, loc in [(grid, big.local_size), ((0,), block), ((-1,), block), (grid, (0,)), ((1, 65536), block),
+               (grid, (1, 1, 65)), (grid, (1, 2, 3, 4)), (grid, ("a",))]:
+    try:
+        prg(*bufs, global_size=g, local_size=loc)
+    except LaunchError as e:
+        print("REFUSED", e)
+    else:
+        print("LAUNCHED", g, loc)
+        sys.exit(3)
+"""
+
+
+@needs_shim
+def test_launches_a_gpu_would_reject_are_refused_in_a_subprocess(tmp_path):
+    """A block larger than the kernel's launch bound would write past the end of its buffers: refused by name."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _REFUSED_LAUNCHES], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stdout}{r.stderr}"
+    lines = r.stdout.splitlines()
+    _, bound, *_ = lines[0].split()
+    refused = [ln for ln in lines if ln.startswith("REFUSED")]
+    assert len(refused) == 8
+    name_ok = all("kernel 'E_" in ln for ln in refused)
+    assert name_ok, refused
+    assert f"more than the {bound} it was compiled for" in refused[0] and "threads per block" in refused[0]
+    assert "global_size must be 1 to 3 positive ints, got (0,)" in refused[1]
+    assert "got (-1,)" in refused[2] and "local_size must be 1 to 3 positive ints, got (0,)" in refused[3]
+    assert "global_size (1, 65536, 1) exceeds the CUDA limit (2147483647, 65535, 65535)" in refused[4]
+    assert "local_size (1, 1, 65) exceeds the CUDA limit (1024, 1024, 64)" in refused[5]
+    assert "got (1, 2, 3, 4)" in refused[6] and "got ('a',)" in refused[7]
+
+
+def test_dialect_parses_kernels_and_bounds():
+    from uops_cuda.emulated import CUDA_DIALECT
+
+    src = SAXPY + BLOCK_SUM + 'extern "C" __global__ void unbounded(int* p) { p[0] = 1; }\n'
+    decls = [(k.name, k.bound) for k in CUDA_DIALECT.kernels(src)]
+    assert decls == [("saxpy", 128), ("block_sum", 256), ("unbounded", 1024)]
+    assert CUDA_DIALECT.barrier_token == "__syncthreads"
+    macros = CUDA_DIALECT.macros()
+    assert "#define threadIdx (uops_shim_cur->thread_idx)" in macros
+    assert "#define __syncthreads() uops_shim_barrier()" in macros
 
 
 # ---------------------------------------------------------------------------------------
@@ -427,12 +501,10 @@ def test_renderer_local_memory_and_barrier_run_on_the_shim():
     assert "__shared__ float" in src and "__syncthreads();" in src and "__launch_bounds__(64)" in src
     if NVRTC_REASON is None:
         assert "rev_tile" in elf_symbols(NVRTCCompiler().compile(src))
-    from uops.backends.gpu_emu import EmulatedRuntime
-
     lib = Device["CUDA_EMU"].compiler.compile(src)
     x = np.random.rand(4 * bs).astype(np.float32)
     out = np.zeros_like(x)
-    EmulatedRuntime("CUDA_EMU").load("rev_tile", lib)(out, x, global_size=(4,), local_size=(bs,))
+    Device["CUDA_EMU"].runtime.load("rev_tile", lib)(out, x, global_size=(4,), local_size=(bs,))
     np.testing.assert_array_equal(out, x.reshape(4, bs)[:, ::-1].reshape(-1))
 
 
@@ -530,9 +602,7 @@ def test_renderer_vector_types_run_on_the_shim():
     assert "float4" in src and "make_float4(" in src and ".w" in src
     if NVRTC_REASON is None:
         assert "rev4" in elf_symbols(NVRTCCompiler().compile(src))
-    from uops.backends.gpu_emu import EmulatedRuntime
-
     x = np.random.rand(32).astype(np.float32)
     out = np.zeros_like(x)
-    EmulatedRuntime("CUDA_EMU").load("rev4", Device["CUDA_EMU"].compiler.compile(src))(out, x, global_size=(8,))
+    Device["CUDA_EMU"].runtime.load("rev4", Device["CUDA_EMU"].compiler.compile(src))(out, x, global_size=(8,))
     np.testing.assert_array_equal(out, x.reshape(8, 4)[:, ::-1].reshape(-1))

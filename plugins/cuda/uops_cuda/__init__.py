@@ -94,9 +94,9 @@ def _emu_compiler(arch: str | None) -> Compiler:
 
 
 def _emu_runtime() -> Runtime:
-    from uops.backends.gpu_emu import EmulatedRuntime
+    from uops_cuda.emulated import emulated_runtime
 
-    return EmulatedRuntime("CUDA_EMU")
+    return emulated_runtime()
 
 
 def _emu_probe_compile() -> str | None:

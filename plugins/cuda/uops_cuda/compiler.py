@@ -215,20 +215,20 @@ class NVRTCCompiler(Compiler):
             if self.ptx:
                 err, size = nvrtc.nvrtcGetPTXSize(prog)
                 _check(err, "nvrtcGetPTXSize")
-                buf = b" " * size
+                buf = bytearray(size)  # NVRTC writes into it: never an (immutable, possibly shared) bytes
                 (err,) = nvrtc.nvrtcGetPTX(prog, buf)
                 _check(err, "nvrtcGetPTX")
             else:
                 err, size = nvrtc.nvrtcGetCUBINSize(prog)
                 _check(err, "nvrtcGetCUBINSize")
-                buf = b" " * size
+                buf = bytearray(size)  # NVRTC writes into it: never an (immutable, possibly shared) bytes
                 (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
                 _check(err, "nvrtcGetCUBIN")
             if not buf.strip(b"\x00 "):
                 raise CompileError(
                     f"NVRTC returned an empty {'PTX' if self.ptx else 'CUBIN'}; log:\n{log}", src, "NVRTC"
                 )
-            return buf.rstrip(b"\x00") + b"\x00" if self.ptx else buf  # PTX is loaded as a C string
+            return bytes(buf.rstrip(b"\x00") + b"\x00") if self.ptx else bytes(buf)  # PTX is loaded as a C string
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
 
@@ -237,7 +237,7 @@ class NVRTCCompiler(Compiler):
         nvrtc = _nvrtc()
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
         _check(err, "nvrtcGetProgramLogSize")
-        buf = b" " * size
+        buf = bytearray(size)  # NVRTC writes into it: never an (immutable, possibly shared) bytes
         (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
         _check(err, "nvrtcGetProgramLog")
         return buf.rstrip(b"\x00").decode(errors="replace").strip()

@@ -1,24 +1,41 @@
-"""CUDA_EMU's compiler: the CUDA source proven by NVRTC, then built for the host with the GPU shim.
+"""CUDA_EMU: CUDA C from CUDARenderer run on the CPU through the core's GPU emulation.
 
-Why both: NVRTC shows the rendered source is valid CUDA for the target; the shim build
-(uops.backends.gpu_emu + gpu_shim.h) runs that same source on the CPU, so its results can be checked
-against numpy on machines without a GPU.
+The CUDA dialect is declared here; ``include/cuda_emu.h`` maps CUDA's vocabulary onto the
+shim. The compiler proves the source with NVRTC first (when installed), so it is valid CUDA
+for the target as well as numerically checked on the host.
 """
 
 from __future__ import annotations
 
-from uops.backends.gpu_emu import EmulatedCompiler
+from pathlib import Path
 
-__all__ = ["EmulatedCUDACompiler"]
+from uops.backends.gpu_emu import Dialect, EmulatedCompiler, EmulatedRuntime
 
-CUDA_STUB_HEADERS = ("cuda_fp16.h", "cuda_bf16.h")
+__all__ = ["CUDA_DIALECT", "EmulatedCUDACompiler", "emulated_runtime"]
+
+CUDA_DIALECT = Dialect(
+    name="CUDA",
+    kernel_pattern=r"__global__\s+void\s+(?:__launch_bounds__\s*\(\s*(?P<bound>\d+)[^)]*\)\s*)?(?P<name>[A-Za-z_]\w*)\s*\(",
+    indices=(
+        ("threadIdx", "uops_shim_cur->thread_idx"),
+        ("blockIdx", "uops_shim_cur->block_idx"),
+        ("blockDim", "uops_shim_cur->block_dim"),
+        ("gridDim", "uops_shim_cur->grid_dim"),
+    ),
+    barrier="__syncthreads()",
+    header=Path(__file__).resolve().parent / "include" / "cuda_emu.h",
+    stub_headers=("cuda_fp16.h", "cuda_bf16.h"),
+    max_threads=1024,
+    max_block=(1024, 1024, 64),
+    max_grid=(2**31 - 1, 65535, 65535),
+)
 
 
 class EmulatedCUDACompiler(EmulatedCompiler):
     """CUDA C -> host shared library; with ``nvrtc_check`` NVRTC must accept the source first."""
 
     def __init__(self, arch: str = "sm_90", nvrtc_check: bool = True) -> None:
-        super().__init__("CUDA_EMU", stub_headers=CUDA_STUB_HEADERS, barrier_tokens=("__syncthreads",))
+        super().__init__("CUDA_EMU", CUDA_DIALECT)
         self.arch = arch
         self.nvrtc = None
         if nvrtc_check:
@@ -34,3 +51,8 @@ class EmulatedCUDACompiler(EmulatedCompiler):
         if self.nvrtc is not None:
             self.nvrtc.compile(src)  # raises CompileError with NVRTC's log when the source is not valid CUDA
         return super().compile(src)
+
+
+def emulated_runtime() -> EmulatedRuntime:
+    """CUDA_EMU's runtime: host memory, launches checked against CUDA's limits."""
+    return EmulatedRuntime("CUDA_EMU", CUDA_DIALECT)

@@ -1,38 +1,41 @@
-/* gpu_shim.h: run CUDA/HIP-style kernels on the CPU, so GPU renderers are proven in CI.
+/* gpu_shim.h: run GPU-style kernels (CUDA, HIP, MSL ...) on the CPU, so GPU renderers are proven in CI.
  *
- * Why: CI has no GPU. Compiling the *rendered* GPU source for the host with this header
- * (clang++ -include gpu_shim.h) and launching it through uops.backends.gpu_emu checks the numbers
- * the GPU source computes, not a re-implementation of them.
+ * Why: CI has no GPU. Compiling the *rendered* GPU source for the host with this header and a
+ * dialect prelude (uops.backends.gpu_emu) and launching it over a grid checks the numbers the GPU
+ * source computes, not a re-implementation of them.
+ *
+ * This header is dialect-neutral: it provides the launch context, a block barrier, block-shared
+ * storage, 16-bit floats that round like the hardware, the entry thunk and the launcher. Each
+ * plugin's Dialect maps its own vocabulary onto it (CUDA: threadIdx, __syncthreads, __half ...;
+ * HIP with amdgcn builtins: __builtin_amdgcn_workitem_id_x() ...) in a prelude that the emulating
+ * compiler force-includes after this file.
  *
  * Two halves in one file:
- *   - kernel side (default): the CUDA vocabulary a kernel uses (__global__, __device__,
- *     __shared__, threadIdx/blockIdx/blockDim/gridDim, __syncthreads, half/bfloat16,
- *     vector types, the math and atomic functions renderers emit). Small, includes only
- *     <stdint.h>, so a kernel compiles in about a tenth of a second.
+ *   - kernel side (default): small, includes only <stdint.h>, so a kernel compiles in about a
+ *     tenth of a second.
  *   - runtime side (#define UOPS_SHIM_RUNTIME): the launcher, built once into its own shared
  *     library by uops.backends.gpu_emu. It runs blocks in parallel on std::threads; inside a block,
- *     each CUDA thread is a fiber (ucontext) on the same OS thread, so __syncthreads is a
- *     real barrier (no fiber passes barrier k before all reached it) and __shared__
+ *     each GPU thread is a fiber (ucontext) on the same OS thread, so uops_shim_barrier is a
+ *     real barrier (no fiber passes barrier k before all reached it) and UOPS_SHIM_SHARED
  *     (static thread_local) is one copy per block in flight. Kernels without a barrier run
  *     their threads one after another, with no fibers.
  *
- * Execution model: a CUDA thread never runs concurrently with another thread of its block
+ * Execution model: a GPU thread never runs concurrently with another thread of its block
  * (fibers interleave only at barriers), blocks do run concurrently with each other.
  *
  * NOT covered (a kernel that needs these gets wrong results or fails to compile):
- *   - warp-level operations: __shfl*_sync, __ballot_sync, __any/__all, warp-synchronous code
- *     that relies on lockstep execution without barriers, cooperative groups, tensor cores
- *   - atomics other than atomicAdd/atomicMax/atomicMin/atomicExch on 32/64-bit int and
- *     atomicAdd on float/double; memory fences are full barriers at best
- *   - dynamic shared memory (extern __shared__ T x[]), __constant__ and texture memory
- *   - __syncthreads inside divergent code: a thread that returned counts as arrived
+ *   - warp/wave-level operations (shuffles, ballots, lockstep execution without barriers),
+ *     cooperative groups, matrix cores
+ *   - atomics beyond what a dialect prelude maps; memory fences are full barriers at best
+ *   - dynamic shared memory, constant and texture memory
+ *   - a barrier inside divergent code: a thread that returned counts as arrived
  *   - device-side printf formatting of half, device malloc, dynamic parallelism
- *   - fast-math intrinsics are computed at full precision (__expf == expf)
+ *   - fast-math intrinsics are computed at full precision
  *   - half/bfloat16 arithmetic is done in float and rounded once per operation; double->half
  *     goes through float (double rounding)
  *   - fiber stacks are UOPS_SHIM_STACK bytes (default 256 KiB): huge local arrays overflow
  *   - no memory checking: an out-of-bounds access corrupts host memory or crashes the process
- *   - __launch_bounds__ is not enforced: a block larger than the bounds runs here, fails on a GPU
+ *     (the Python launcher refuses a block larger than the kernel's launch bound, as a GPU does)
  */
 #ifndef UOPS_GPU_SHIM_H
 #define UOPS_GPU_SHIM_H
@@ -58,26 +61,11 @@ extern "C" float fmaf(float, float, float) noexcept;
 #define memcpy __builtin_memcpy
 
 /* ------------------------------------------------------------------------------------ */
-/* qualifiers                                                                             */
-
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
-#define __restrict__ __restrict
-#define __launch_bounds__(...)
-#define __align__(n) __attribute__((aligned(n)))
-/* per block: a block runs on one OS thread, and its threads are fibers of that OS thread */
-#define __shared__ static thread_local
-
-/* ------------------------------------------------------------------------------------ */
-/* launch indices                                                                         */
+/* the launch context: which GPU thread of which block is running                         */
 
 struct uops_dim3 {
   unsigned int x, y, z;
 };
-typedef uops_dim3 uint3;
 
 struct uops_shim_ctx {
   uops_dim3 thread_idx, block_idx, block_dim, grid_dim;
@@ -85,23 +73,21 @@ struct uops_shim_ctx {
   void *sched;
 };
 
-/* the running CUDA thread's context: set by the launcher before a fiber runs, and restored
-   by __syncthreads after the switch back (other fibers of this OS thread changed it) */
+/* the running GPU thread's context: set by the launcher before a fiber runs, and restored
+   by uops_shim_barrier after the switch back (other fibers of this OS thread changed it).
+   A dialect's launch indices read its fields. */
 static thread_local const uops_shim_ctx *uops_shim_cur;
 
-#define threadIdx (uops_shim_cur->thread_idx)
-#define blockIdx (uops_shim_cur->block_idx)
-#define blockDim (uops_shim_cur->block_dim)
-#define gridDim (uops_shim_cur->grid_dim)
-#define warpSize 32
-
-static inline void __syncthreads(void) {
+/* a block-wide barrier: a dialect maps its barrier (__syncthreads, s_barrier ...) onto this */
+static inline void uops_shim_barrier(void) {
   const uops_shim_ctx *me = uops_shim_cur;
   me->barrier(me->sched);
   uops_shim_cur = me;
 }
-static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+/* block-shared memory: one copy per block in flight, since a block runs on one OS thread and
+   its GPU threads are fibers of that OS thread */
+#define UOPS_SHIM_SHARED static thread_local
 
 /* ------------------------------------------------------------------------------------ */
 /* half and bfloat16: 16-bit storage, float arithmetic, round-to-nearest-even per op      */
@@ -159,7 +145,7 @@ static inline uint16_t uops_shim_f32_to_bf16(float f) {
 static inline float uops_shim_bf16_to_f32(uint16_t b) { return uops_shim_u2f((uint32_t)b << 16); }
 
 #define UOPS_SHIM_F16_TYPE(T, TO, FROM)                                                      \
-  struct __align__(2) T {                                                                    \
+  struct __attribute__((aligned(2))) T {                                                                    \
     uint16_t bits;                                                                           \
     T() = default;                                                                           \
     T(float f) : bits(TO(f)) {}                                                              \
@@ -197,160 +183,12 @@ static inline float uops_shim_bf16_to_f32(uint16_t b) { return uops_shim_u2f((ui
   static inline bool operator==(T a, T b) { return (float)a == (float)b; }                   \
   static inline bool operator!=(T a, T b) { return (float)a != (float)b; }
 
-UOPS_SHIM_F16_TYPE(__half, uops_shim_f32_to_f16, uops_shim_f16_to_f32)
-UOPS_SHIM_F16_TYPE(__nv_bfloat16, uops_shim_f32_to_bf16, uops_shim_bf16_to_f32)
+UOPS_SHIM_F16_TYPE(uops_shim_half, uops_shim_f32_to_f16, uops_shim_f16_to_f32)
+UOPS_SHIM_F16_TYPE(uops_shim_bf16, uops_shim_f32_to_bf16, uops_shim_bf16_to_f32)
 #undef UOPS_SHIM_F16_TYPE
-typedef __half half;
-typedef __nv_bfloat16 nv_bfloat16;
-typedef __nv_bfloat16 hip_bfloat16;
-
-static inline __half __float2half(float f) { return __half(f); }
-static inline __half __float2half_rn(float f) { return __half(f); }
-static inline float __half2float(__half h) { return (float)h; }
-static inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
-static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
-static inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
-static inline __half hexp2(__half h) { return __half(exp2f((float)h)); }
-static inline __half hlog2(__half h) { return __half(log2f((float)h)); }
-static inline __half hsqrt(__half h) { return __half(sqrtf((float)h)); }
-static inline __half hsin(__half h) { return __half(sinf((float)h)); }
-static inline __half hrcp(__half h) { return __half(1.0f / (float)h); }
-static inline __half htrunc(__half h) { return __half(truncf((float)h)); }
-static inline __half __hmax(__half a, __half b) { return (float)a < (float)b ? b : a; }
-static inline __nv_bfloat16 hexp2(__nv_bfloat16 h) { return __nv_bfloat16(exp2f((float)h)); }
-static inline __nv_bfloat16 hlog2(__nv_bfloat16 h) { return __nv_bfloat16(log2f((float)h)); }
-static inline __nv_bfloat16 hsqrt(__nv_bfloat16 h) { return __nv_bfloat16(sqrtf((float)h)); }
-static inline __nv_bfloat16 hsin(__nv_bfloat16 h) { return __nv_bfloat16(sinf((float)h)); }
-static inline __nv_bfloat16 hrcp(__nv_bfloat16 h) { return __nv_bfloat16(1.0f / (float)h); }
-static inline __nv_bfloat16 htrunc(__nv_bfloat16 h) { return __nv_bfloat16(truncf((float)h)); }
-static inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a < (float)b ? b : a; }
 
 /* ------------------------------------------------------------------------------------ */
-/* vector types (CUDA's layout and alignment)                                             */
-
-#define UOPS_SHIM_VEC(T, N2, N3, N4, A2, A4)                                                 \
-  struct __align__(A2) N2 { T x, y; };                                                       \
-  struct N3 { T x, y, z; };                                                                  \
-  struct __align__(A4) N4 { T x, y, z, w; };                                                 \
-  static inline N2 make_##N2(T x, T y) { return N2{x, y}; }                                  \
-  static inline N3 make_##N3(T x, T y, T z) { return N3{x, y, z}; }                          \
-  static inline N4 make_##N4(T x, T y, T z, T w) { return N4{x, y, z, w}; }
-
-UOPS_SHIM_VEC(float, float2, float3, float4, 8, 16)
-UOPS_SHIM_VEC(double, double2, double3, double4, 16, 32)
-UOPS_SHIM_VEC(int, int2, int3, int4, 8, 16)
-UOPS_SHIM_VEC(unsigned int, uint2, uops_shim_uint3_unused, uint4, 8, 16)
-UOPS_SHIM_VEC(signed char, char2, char3, char4, 2, 4)
-UOPS_SHIM_VEC(unsigned char, uchar2, uchar3, uchar4, 2, 4)
-UOPS_SHIM_VEC(short, short2, short3, short4, 4, 8)
-UOPS_SHIM_VEC(unsigned short, ushort2, ushort3, ushort4, 4, 8)
-UOPS_SHIM_VEC(long long, longlong2, longlong3, longlong4, 16, 32)
-UOPS_SHIM_VEC(__half, half2, half3, half4, 4, 8)
-UOPS_SHIM_VEC(__nv_bfloat16, nv_bfloat162, nv_bfloat163, nv_bfloat164, 4, 8)
-#undef UOPS_SHIM_VEC
-static inline uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) { return uint3{x, y, z}; }
-typedef half2 __half2;
-typedef nv_bfloat162 __nv_bfloat162;
-
-/* ------------------------------------------------------------------------------------ */
-/* device math: CUDA's overloads that C lacks; fast intrinsics at full precision          */
-
-#define UOPS_SHIM_MINMAX(T)                                                                  \
-  static inline T max(T a, T b) { return a < b ? b : a; }                                    \
-  static inline T min(T a, T b) { return b < a ? b : a; }
-UOPS_SHIM_MINMAX(int)
-UOPS_SHIM_MINMAX(unsigned int)
-UOPS_SHIM_MINMAX(long long)
-UOPS_SHIM_MINMAX(unsigned long long)
-UOPS_SHIM_MINMAX(long)
-UOPS_SHIM_MINMAX(unsigned long)
-#undef UOPS_SHIM_MINMAX
-static inline float max(float a, float b) { return fmaxf(a, b); }
-static inline float min(float a, float b) { return fminf(a, b); }
-static inline double max(double a, double b) { return fmax(a, b); }
-static inline double min(double a, double b) { return fmin(a, b); }
-
-/* glibc declares these names itself (its internal aliases): map them as macros */
-#define __expf expf
-#define __exp2f exp2f
-#define __logf logf
-#define __log2f log2f
-#define __sinf sinf
-#define __cosf cosf
-#define __powf powf
-static inline float __fdividef(float x, float y) { return x / y; }
-static inline float __frcp_rn(float x) { return 1.0f / x; }
-static inline float __fsqrt_rn(float x) { return sqrtf(x); }
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-static inline float __int_as_float(int x) {
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-static inline int __float_as_int(float f) {
-  int x;
-  memcpy(&x, &f, 4);
-  return x;
-}
-static inline unsigned int __float_as_uint(float f) { return uops_shim_f2u(f); }
-static inline float __uint_as_float(unsigned int u) { return uops_shim_u2f(u); }
-static inline long long __double_as_longlong(double d) {
-  long long x;
-  memcpy(&x, &d, 8);
-  return x;
-}
-static inline double __longlong_as_double(long long x) {
-  double d;
-  memcpy(&d, &x, 8);
-  return d;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* atomics: real ones, because blocks run concurrently on different OS threads            */
-
-#define UOPS_SHIM_ATOMIC_INT(T)                                                              \
-  static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); } \
-  static inline T atomicExch(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); } \
-  static inline T atomicMax(T *p, T v) {                                                     \
-    T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);                                            \
-    while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) { \
-    }                                                                                        \
-    return old;                                                                              \
-  }                                                                                          \
-  static inline T atomicMin(T *p, T v) {                                                     \
-    T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);                                            \
-    while (v < old && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) { \
-    }                                                                                        \
-    return old;                                                                              \
-  }
-UOPS_SHIM_ATOMIC_INT(int)
-UOPS_SHIM_ATOMIC_INT(unsigned int)
-UOPS_SHIM_ATOMIC_INT(long long)
-UOPS_SHIM_ATOMIC_INT(unsigned long long)
-#undef UOPS_SHIM_ATOMIC_INT
-
-#define UOPS_SHIM_ATOMIC_FLOAT(T, I)                                                         \
-  static inline T atomicAdd(T *p, T v) {                                                     \
-    I *ip = (I *)p;                                                                          \
-    I old = __atomic_load_n(ip, __ATOMIC_SEQ_CST), nw;                                       \
-    do {                                                                                     \
-      T f;                                                                                   \
-      memcpy(&f, &old, sizeof(T));                                                           \
-      f += v;                                                                                \
-      memcpy(&nw, &f, sizeof(T));                                                            \
-    } while (!__atomic_compare_exchange_n(ip, &old, nw, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)); \
-    T r;                                                                                     \
-    memcpy(&r, &old, sizeof(T));                                                             \
-    return r;                                                                                \
-  }
-UOPS_SHIM_ATOMIC_FLOAT(float, uint32_t)
-UOPS_SHIM_ATOMIC_FLOAT(double, uint64_t)
-#undef UOPS_SHIM_ATOMIC_FLOAT
-
-/* ------------------------------------------------------------------------------------ */
-/* the entry thunk uops.backends.gpu_emu generates for each __global__ function                    */
+/* the entry thunk uops.backends.gpu_emu generates for each kernel                        */
 
 /* an index sequence without <utility> (which costs more to parse than a kernel) */
 template <unsigned long... I>
@@ -428,7 +266,7 @@ void fiber_barrier(void *sched) {
 }
 
 void no_barrier(void *) {
-  fprintf(stderr, "uops gpu shim: __syncthreads reached in a kernel launched without barrier support "
+  fprintf(stderr, "uops gpu shim: a barrier reached in a kernel launched without barrier support "
                   "(uops.backends.gpu_emu did not see a barrier in its source)\n");
   abort();
 }

@@ -1,0 +1,192 @@
+"""``EmulatedRuntime``: host memory plus launches through the shim's launcher library.
+
+The launcher (``uops_shim_launch``) is built from gpu_shim.h once per machine and cached on
+disk. A program checks every launch against what a GPU would accept — positive grid and
+block sizes within the dialect's limits, and no more threads per block than the kernel's
+compiled launch bound — because the emulated kernel, unlike a GPU, would run such a launch
+and write past the end of its shared arrays or buffers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uops.backends.gpu_emu.compiler import cxx_path, cxx_version, run_cxx, shim_header
+from uops.backends.gpu_emu.dialect import Dialect
+from uops.compiler import CompileError, CompilerUnavailableError, cache_dir
+from uops.runtime import HostAllocator, Program, Runtime
+
+__all__ = ["EmulatedProgram", "EmulatedRuntime", "LaunchError", "kernel_symbols", "probe_runtime", "shim_runtime"]
+
+
+class LaunchError(RuntimeError):
+    """A launch the emulator refuses (sizes a GPU would reject) or could not run (no memory for fibers ...)."""
+
+
+_runtime_lock = threading.Lock()
+_runtime_lib: ctypes.CDLL | None = None
+
+
+def _launcher_path() -> Path:
+    cxx = cxx_path()
+    header = shim_header().read_bytes()
+    key = hashlib.sha256(header + cxx_version(cxx).encode()).hexdigest()[:24]
+    d = cache_dir()
+    base = d / "gpu_shim" if d is not None else Path(tempfile.gettempdir()) / f"uops-gpu-shim-{os.getuid()}"
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if base.stat().st_uid != os.getuid():  # never load a library another user could have written
+        base = Path(tempfile.mkdtemp(prefix="uops-gpu-shim-"))
+    path = base / f"libuops_gpu_shim_{key}.so"
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=base, prefix=".tmp-", suffix=".so")
+        os.close(fd)
+        try:
+            args = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-DUOPS_SHIM_RUNTIME",
+                    "-x", "c++", str(shim_header()), "-o", tmp]  # fmt: skip
+            run_cxx(args, header.decode(), "building the gpu shim runtime")
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return path
+
+
+def shim_runtime() -> ctypes.CDLL:
+    """The shim's launcher (``uops_shim_launch``), built from gpu_shim.h once and cached on disk."""
+    global _runtime_lib
+    with _runtime_lock:
+        if _runtime_lib is None:
+            lib = ctypes.CDLL(str(_launcher_path()))
+            fn = lib.uops_shim_launch
+            fn.restype = ctypes.c_int
+            fn.argtypes = [
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.POINTER(ctypes.c_uint),
+                ctypes.POINTER(ctypes.c_uint),
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+            ]
+            _runtime_lib = lib
+        return _runtime_lib
+
+
+def kernel_symbols(lib: ctypes.CDLL, name: str) -> tuple[Any, int, int]:
+    """The entry thunk of kernel ``name`` in a library built by EmulatedCompiler, its barrier flag, its bound."""
+    try:
+        entry = getattr(lib, f"uops_shim_entry_{name}")
+        barriers = ctypes.c_int.in_dll(lib, f"uops_shim_barriers_{name}").value
+        bound = ctypes.c_uint.in_dll(lib, f"uops_shim_bound_{name}").value
+    except (AttributeError, ValueError) as e:
+        raise LaunchError(f"kernel {name!r} is not in this library (was it built by EmulatedCompiler?)") from e
+    return entry, int(barriers), int(bound)
+
+
+def _address(handle: Any) -> int:
+    if isinstance(handle, np.ndarray):
+        return int(handle.ctypes.data)
+    if isinstance(handle, int):
+        return handle
+    if isinstance(handle, ctypes.Array | ctypes.c_void_p):
+        return ctypes.addressof(handle) if isinstance(handle, ctypes.Array) else int(handle.value or 0)
+    raise TypeError(f"cannot pass a {type(handle).__name__} to an emulated kernel; expected a host buffer handle")
+
+
+class EmulatedProgram(Program):
+    """One kernel of a shim-compiled library. ``global_size`` counts blocks, ``local_size`` threads."""
+
+    def __init__(self, name: str, lib: bytes, dialect: Dialect) -> None:
+        self.name = name
+        self.dialect = dialect
+        self._rt = shim_runtime()
+        # dlopen needs a file; it may be deleted once mapped
+        fd, path = tempfile.mkstemp(prefix=f"uops-emu-{name}-", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(lib)
+            self._lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise LaunchError(f"cannot load the emulated library for {name!r}: {e}") from e
+        finally:
+            os.unlink(path)
+        entry, self._barriers, self.bound = kernel_symbols(self._lib, name)
+        self._entry_ptr = ctypes.cast(entry, ctypes.c_void_p)
+
+    def _dims(self, what: str, size: tuple[int, ...], limit: tuple[int, int, int]) -> tuple[int, int, int]:
+        try:
+            s = tuple(int(x) for x in size)
+        except (TypeError, ValueError):
+            raise LaunchError(f"kernel {self.name!r}: {what} must be 1 to 3 positive ints, got {size!r}") from None
+        if not 1 <= len(s) <= 3 or any(x < 1 for x in s):
+            raise LaunchError(f"kernel {self.name!r}: {what} must be 1 to 3 positive ints, got {size}")
+        dims = (s + (1, 1))[:3]
+        if any(x > m for x, m in zip(dims, limit)):
+            raise LaunchError(f"kernel {self.name!r}: {what} {dims} exceeds the {self.dialect.name} limit {limit}")
+        return dims  # type: ignore[return-value]
+
+    def check_launch(self, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        """The launch as (grid, block), or LaunchError naming the kernel and sizes a GPU would reject."""
+        grid = self._dims("global_size", global_size, self.dialect.max_grid)
+        block = self._dims("local_size", local_size, self.dialect.max_block)
+        if math.prod(block) > self.bound:
+            raise LaunchError(
+                f"kernel {self.name!r}: local_size {block} is {math.prod(block)} threads per block, more than the "
+                f"{self.bound} it was compiled for (its launch bound); a GPU refuses this launch"
+            )
+        return grid, block
+
+    def __call__(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, ...] = (1, 1, 1),
+        local_size: tuple[int, ...] = (1, 1, 1),
+        vals: tuple[int, ...] = (),
+        wait: bool = False,
+    ) -> float | None:
+        grid, block = self.check_launch(global_size, local_size)
+        cells: list[ctypes.c_void_p | ctypes.c_int32] = [ctypes.c_void_p(_address(b)) for b in bufs]
+        cells += [ctypes.c_int32(int(v)) for v in vals]
+        args = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
+        err = ctypes.create_string_buffer(512)
+        t0 = time.perf_counter()
+        rc = self._rt.uops_shim_launch(
+            self._entry_ptr, args, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
+            self._barriers, 0, err, len(err),
+        )  # fmt: skip
+        elapsed = time.perf_counter() - t0
+        if rc != 0:
+            raise LaunchError(f"launching {self.name!r} grid {grid} block {block}: {err.value.decode()}")
+        return elapsed if wait else None
+
+
+class EmulatedRuntime(Runtime):
+    """Host memory plus shim launches: a GPU device's runtime, emulated on the CPU."""
+
+    def __init__(self, device: str, dialect: Dialect) -> None:
+        self.device = device
+        self.dialect = dialect
+        self.allocator = HostAllocator()
+
+    def load(self, name: str, lib: bytes) -> EmulatedProgram:
+        return EmulatedProgram(name, lib, self.dialect)
+
+
+def probe_runtime() -> str | None:
+    """The launcher is built from gpu_shim.h on first use: that build is the probe."""
+    try:
+        shim_runtime()
+    except (CompileError, CompilerUnavailableError, OSError) as e:
+        return f"cannot build the GPU shim launcher: {e}"
+    return None
