@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from uops.backends.gpu_emu import Dialect, EmulatedCompiler, EmulatedRuntime
+from uops_cuda.renderer import CUDARenderer
 
 __all__ = ["CUDA_DIALECT", "EmulatedCUDACompiler", "emulated_runtime"]
 
@@ -26,8 +27,8 @@ CUDA_DIALECT = Dialect(
     header=Path(__file__).resolve().parent / "include" / "cuda_emu.h",
     stub_headers=("cuda_fp16.h", "cuda_bf16.h"),
     max_threads=1024,
-    max_block=(1024, 1024, 64),
-    max_grid=(2**31 - 1, 65535, 65535),
+    max_block=CUDARenderer.local_max or (),
+    max_grid=CUDARenderer.global_max or (),
 )
 
 

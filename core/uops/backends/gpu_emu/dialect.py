@@ -47,6 +47,7 @@ class Dialect:
     ``max_threads`` when absent). ``indices`` pairs each launch-index spelling of the dialect
     (an identifier or a call such as ``f()``) with a shim expression over ``uops_shim_cur``.
     ``barrier`` is the dialect's barrier call (``__syncthreads()``, ``threadgroup_barrier(f)``).
+    ``max_block``/``max_grid`` bound each launch dimension (an empty tuple: unchecked).
     ``rewrites`` are regex substitutions applied to the source before compiling; each must keep
     the line count, so compiler messages point at the source's own lines.
     """
@@ -59,8 +60,8 @@ class Dialect:
     stub_headers: tuple[str, ...] = ()
     rewrites: tuple[tuple[str, str], ...] = ()
     max_threads: int = 1024
-    max_block: tuple[int, int, int] = (1024, 1024, 1024)
-    max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    max_block: tuple[int, ...] = (1024, 1024, 1024)
+    max_grid: tuple[int, ...] = (2**31 - 1, 65535, 65535)
     _kernel_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -124,7 +124,7 @@ class EmulatedProgram(Program):
         entry, self._barriers, self.bound = kernel_symbols(self._lib, name)
         self._entry_ptr = ctypes.cast(entry, ctypes.c_void_p)
 
-    def _dims(self, what: str, size: tuple[int, ...], limit: tuple[int, int, int]) -> tuple[int, int, int]:
+    def _dims(self, what: str, size: tuple[int, ...], limit: tuple[int, ...]) -> tuple[int, int, int]:
         try:
             s = tuple(int(x) for x in size)
         except (TypeError, ValueError):

@@ -1,0 +1,132 @@
+"""HIP-style C for AMD GPUs: a small subclass of the core CStyleRenderer.
+
+The source needs no ROCm headers or device libraries (it is compiled with ``-nogpuinc
+-nogpulib``): kernels are ``extern "C" __attribute__((global))`` with
+``amdgpu_flat_work_group_size(1, N)`` as the launch bound, launch indices come from the amdgcn
+builtins (``__builtin_amdgcn_workgroup_id_x()`` ...), local memory is
+``__attribute__((shared))`` (LDS), barriers are ``s_barrier`` between workgroup fences, 16-bit
+floats are clang's ``_Float16`` and ``__bf16``, vectors are ``ext_vector_type``, and math goes
+through clang builtins that lower to AMDGPU instructions. float64 transcendentals have no
+instruction and would need ocml, so they are refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from uops.dtypes import DType, PtrDType, dtypes
+from uops.ir.ops import Ops
+from uops.ir.uop import UOp
+from uops.renderer.cstyle import CStyleRenderer
+
+__all__ = ["GLOBAL_MAX", "LOCAL_MAX", "AMDRenderer", "wave_size"]
+
+_AXES = "xyz"
+_HALVES = (dtypes.float16, dtypes.bfloat16)
+_VECTOR_NAMES = {"char": "char", "uchar": "uchar", "short": "short", "ushort": "ushort", "int": "int", "uint": "uint",
+                 "long": "long", "ulong": "ulong", "float": "float", "double": "double", "half": "half"}  # fmt: skip
+GLOBAL_MAX = (2**31 - 1, 65535, 65535)  # workgroups per grid dimension
+LOCAL_MAX = (1024, 1024, 1024)  # threads per workgroup dimension (1024 in all)
+BARRIER = (
+    '__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); __builtin_amdgcn_s_barrier(); '
+    '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");'
+)
+
+
+def wave_size(arch: str) -> int:
+    """Threads per wavefront: 64 on GCN/CDNA (gfx9xx and older), 32 on RDNA (gfx10 and newer)."""
+    if not arch.startswith("gfx") or not arch[3:5].isdigit():
+        raise ValueError(f"unknown AMD GPU architecture {arch!r}: expected a gfx name such as gfx942 or gfx1100")
+    return 32 if len(arch) >= 7 and arch[3:5] in {"10", "11", "12"} else 64
+
+
+def _f32_only(op: str, name32: str, name64: str | None = None) -> Callable[..., str]:
+    def f(*args: Any) -> str:
+        *xs, dt = args
+        if dt.scalar() == dtypes.float64:
+            if name64 is None:
+                raise ValueError(
+                    f"AMDRenderer: float64 {op} has no AMDGPU instruction and the ROCm device libraries are not "
+                    "linked (-nogpulib); compute it in float32"
+                )
+            return f"{name64}({', '.join(xs)})"
+        return f"{name32}({', '.join(xs)})"
+
+    return f
+
+
+class AMDRenderer(CStyleRenderer):
+    device = "AMD"
+    target = "gfx942"
+    global_max = GLOBAL_MAX
+    local_max = LOCAL_MAX
+    local_threads_max = 256
+    shared_max = 64 * 1024  # LDS per workgroup
+    kernel_prefix = 'extern "C" __attribute__((global)) void'
+    buffer_suffix = " __restrict__"
+    smem_prefix = "__attribute__((shared)) "
+    barrier = BARRIER
+    type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}
+    code_for_op = {
+        **CStyleRenderer.code_for_op,
+        Ops.EXP2: _f32_only("EXP2", "__builtin_exp2f"),
+        Ops.LOG2: _f32_only("LOG2", "__builtin_log2f"),
+        Ops.SIN: _f32_only("SIN", "__builtin_sinf"),
+        Ops.POW: _f32_only("POW", "__builtin_powf"),
+        Ops.SQRT: _f32_only("SQRT", "__builtin_sqrtf", "__builtin_sqrt"),
+        Ops.TRUNC: _f32_only("TRUNC", "__builtin_truncf", "__builtin_trunc"),
+    }
+
+    def __init__(self, arch: str = "gfx942") -> None:
+        self.target = arch
+        self.wave_size = wave_size(arch)
+        # 1/x with a typed one, so 16-bit floats stay 16-bit
+        self.code_for_op = {
+            **type(self).code_for_op,
+            Ops.RECIPROCAL: lambda x, dt: f"({self.render_const(1.0, dt.scalar())}/{x})",
+        }
+
+    def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        # 16-bit floats convert through float, as the GPU shim's 16-bit float classes need
+        if src.scalar() in _HALVES and dst.scalar() != dtypes.float32:
+            x = f"(float)({x})"
+        if dst.scalar() in _HALVES and src.scalar() not in (dtypes.float32, dst.scalar()):
+            x = f"(float)({x})"
+        return f"(({self.render_dtype(dst)})({x}))"
+
+    def render_vector_type(self, dt: DType) -> str:
+        base = _VECTOR_NAMES.get(dt.scalar().name)
+        if base is None or dt.count not in (2, 3, 4, 8, 16):
+            raise ValueError(f"AMDRenderer has no vector type for {dt!r}")
+        return f"{base}{dt.count}"
+
+    def render_special(self, u: UOp) -> str:
+        name: str = u.arg
+        kind, dim = name[:4], int(name[4:])
+        if kind == "gidx":
+            return f"__builtin_amdgcn_workgroup_id_{_AXES[dim]}()"
+        if kind == "lidx":
+            return f"__builtin_amdgcn_workitem_id_{_AXES[dim]}()"
+        raise ValueError(f"AMDRenderer: unknown launch index {name!r} (expected gidxN or lidxN)")
+
+    def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
+        threads = 1
+        for u in uops:
+            if u.op is Ops.SPECIAL and u.arg.startswith("lidx"):
+                size = u.src[0]
+                if size.op is not Ops.CONST:
+                    raise ValueError(f"AMDRenderer: workgroup size {u.arg} must be a constant, got {size.op.name}")
+                threads *= int(size.arg)
+        vectors = sorted(
+            {d for u in uops for d in (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype,) if d.count > 1},
+            key=lambda d: (d.scalar().name, d.count),
+        )
+        prelude = [
+            f"typedef {self.render_dtype(d.scalar())} {self.render_vector_type(d)} "
+            f"__attribute__((ext_vector_type({d.count})));"
+            for d in vectors
+        ]
+        head = "\n".join(prelude) + ("\n" if prelude else "")
+        sig = f"{self.kernel_prefix} __attribute__((amdgpu_flat_work_group_size(1, {threads}))) {name}"
+        return f"{head}{sig}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
