@@ -140,6 +140,8 @@ def test_compile_errors_are_readable():
         comp.compile(ocml)  # no device libraries: an undefined symbol at link time, named
     with pytest.raises(ValueError, match="unknown AMD GPU architecture 'sm_90'"):
         HIPCompiler("sm_90")
+    with pytest.raises(CompileError, match="invalid target ID 'gfx999'"):
+        HIPCompiler("gfx999").compile(TWO_KERNELS)  # a gfx name clang does not know: clang's own words
 
 
 def test_missing_toolchain_says_what_to_install(monkeypatch):

@@ -384,6 +384,18 @@ def test_dialect_parses_kernels_and_bounds():
     assert "#define __syncthreads() uops_shim_barrier()" in macros
 
 
+def test_dialect_rejects_what_would_break_the_emulation():
+    from uops.backends.gpu_emu import Dialect
+
+    with pytest.raises(ValueError, match="needs a group named 'name'"):
+        Dialect("X", r"kernel void \w+\(", (), "b()")
+    with pytest.raises(ValueError, match="launch index 'a.b' is not an identifier"):
+        Dialect("X", r"kernel void (?P<name>\w+)\(", (("a.b", "0"),), "b()")
+    d = Dialect("X", r"kernel void (?P<name>\w+)\(", (), "b()", rewrites=((r";", ";\n"),))
+    with pytest.raises(ValueError, match="changed the number of lines"):
+        d.rewrite("int x;")
+
+
 # ---------------------------------------------------------------------------------------
 # kernels from get_program: CUDA source -> NVRTC CUBIN, and the same source run on the CPU
 

@@ -67,8 +67,9 @@ def find_hip_library() -> str:
 
 
 @functools.cache
-def _hip(path: str | None = None) -> ctypes.CDLL:
-    lib_path = path or find_hip_library()
+def _hip() -> ctypes.CDLL:
+    """The HIP library, loaded once, with the signatures of the calls this module makes."""
+    lib_path = find_hip_library()
     try:
         lib = ctypes.CDLL(lib_path)
     except OSError as e:
