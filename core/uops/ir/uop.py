@@ -8,6 +8,7 @@ is freed. Nothing here recurses on graph depth.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterator
@@ -24,8 +25,11 @@ class _Ref(weakref.ref):
     key: tuple
 
 
-# the hash-consing cache: key -> weak reference to the node; a dead node's entry removes itself
+# the hash-consing cache: key -> weak reference to the node; a dead node's entry removes itself.
+# Thread safety rests on single dict operations being atomic (under the GIL, and per-dict locks in
+# free-threaded builds): lookups are plain gets, inserts are setdefault, removals delete only dead entries.
 _cache: dict[tuple, _Ref] = {}
+_setdefault = _cache.setdefault
 
 
 # dtypes enter the cache key as small ints: hashing a DType (a dataclass) costs more than the rest of
@@ -35,11 +39,16 @@ _dt_tokens: dict[DType, int] = {}
 _dt_fast: dict[int, tuple[DType, int]] = {}
 
 
+_dt_lock = threading.Lock()
+
+
 def _dtype_token(dtype: DType) -> tuple[DType, int]:
-    if len(_dt_fast) > 4096:
-        _dt_fast.clear()
-    tok = _dt_tokens.setdefault(dtype, len(_dt_tokens))
-    entry = _dt_fast[id(dtype)] = (dtype, tok)
+    # locked: two new dtypes entering at once must not both take the token len(_dt_tokens)
+    with _dt_lock:
+        if len(_dt_fast) > 4096:
+            _dt_fast.clear()
+        tok = _dt_tokens.setdefault(dtype, len(_dt_tokens))
+        entry = _dt_fast[id(dtype)] = (dtype, tok)
     return entry
 
 
@@ -78,8 +87,14 @@ class UOp:
         _set_arg(self, arg)
         _set_vrange(self, None)
         _set_flat(self, None)
-        ref = _cache[key] = _Ref(self, _remove_dead)
+        ref = _Ref(self, _remove_dead)
         ref.key = key
+        # insert-if-absent is atomic: a thread that built the same node a moment earlier wins, and we
+        # return its node. A dead entry (its node freed, its callback not yet run) is removed and we retry.
+        while (cur := _setdefault(key, ref)) is not ref:
+            if (hit := cur()) is not None:
+                return hit
+            _remove_dead_weakref(_cache, key)
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
