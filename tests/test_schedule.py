@@ -99,7 +99,7 @@ def test_ast_format():
     store = sink.src[0]
     idx = store.src[0]
     assert idx.op is Ops.INDEX and idx.src[0].op is Ops.DEFINE_GLOBAL and idx.src[0].arg == 0
-    assert idx.src[1].dtype == dtypes.int32
+    assert idx.src[1].dtype == dtypes.index
     ranges = [u for u in sink.toposort() if u.op is Ops.RANGE]
     glob = [r for r in ranges if r.arg[1] is AxisType.GLOBAL]
     red = [r for r in ranges if r.arg[1] is AxisType.REDUCE]

@@ -100,7 +100,9 @@ class dtypes:
 
     default_float: DType = float32
     default_int: DType = int32
-    index: Final = int32  # the dtype of index arithmetic
+    # the dtype index arithmetic is built in: wide enough for any size; lowering narrows it to int32
+    # wherever the value ranges prove it fits (codegen.lowerer.narrow_index)
+    index: Final = int64
 
     @staticmethod
     def is_float(dt: DType) -> builtins.bool:

@@ -15,7 +15,7 @@ from enum import Enum, auto
 from typing import Any
 
 from uops.dtypes import AddrSpace, dtypes
-from uops.ir.ops import AxisType, Ops
+from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.ir.spec import verify
 from uops.ir.symbolic import symbolic
@@ -192,10 +192,10 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
                 f"launch dimension {d} needs {nblocks.arg} workgroups, more than {ren.device}'s limit "
                 f"{ren.global_max[d]}; reshape the tensor so the largest axis is last"
             )
-        gidx = UOp(Ops.SPECIAL, dtypes.index, (nblocks,), f"gidx{d}")
+        gidx = UOp(Ops.SPECIAL, size.dtype, (nblocks,), f"gidx{d}")
         flat = gidx
         if local > 1:
-            lidx = UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, local),), f"lidx{d}")
+            lidx = UOp(Ops.SPECIAL, size.dtype, (UOp.const(size.dtype, local),), f"lidx{d}")
             flat = gidx * local + lidx
         dims.global_size.append(nblocks)
         dims.local_size.append(local)
@@ -317,9 +317,82 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     sink = graph_rewrite(sink, pm_lower_reduce, ctx=_ReduceCtx(loops), bottom_up=True)
     sink = close_loops(sink, loops)
     sink = graph_rewrite(sink, _final_matcher(ren.supported_ops, ren.extra_matcher))
+    sink = narrow_index(sink)
     sink = keep_all_params(params, sink)
     verify(sink, "lowered")
     return sink, dims
+
+
+# ----- step 6: index dtypes -----
+_I32 = dtypes.int32
+_I32_MIN, _I32_MAX = int(dtypes.min(_I32)), int(dtypes.max(_I32))
+# ops whose int32 form gives the int64 answer whenever every value involved fits int32
+_NARROWABLE = frozenset(
+    {Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX}
+    | {Ops.NEG, Ops.WHERE}
+)
+# sources that are ordering edges, not values: never widened back
+_VALUE_SRCS: dict[Ops, slice] = {
+    Ops.RANGE: slice(0, 1),
+    Ops.SPECIAL: slice(0, 1),
+    Ops.AFTER: slice(0, 0),
+    Ops.END: slice(0, 0),
+    Ops.SINK: slice(0, 0),
+}
+
+
+def _fits_int32(u: UOp) -> bool:
+    lo, hi = u.vmin, u.vmax
+    return isinstance(lo, int) and isinstance(hi, int) and _I32_MIN <= lo and hi <= _I32_MAX
+
+
+def narrow_index(sink: UOp) -> UOp:
+    """Index arithmetic is built in ``dtypes.index`` (int64) so no size or offset can wrap; this computes
+    each such node in int32 instead wherever its value range and its sources' ranges fit int32, which
+    gives the same value (no intermediate can overflow) and is faster on GPUs. A narrowed value read
+    where the wide one is needed (a wide ALU, a store, a comparison with a wide side) is cast back; an
+    INDEX takes either width. Kernel variables are int32 arguments, so one whose range does not fit is
+    an error here."""
+    wide = dtypes.index
+    memo: dict[UOp, UOp] = {}
+    narrowed: set[UOp] = set()  # original nodes whose memo entry is the int32 form
+
+    def widen(s: UOp) -> UOp:
+        if s not in narrowed:
+            return memo[s]
+        return s if s.op is Ops.CONST else memo[s].cast(wide)
+
+    for u in sink.toposort():
+        srcs = tuple(memo[s] for s in u.src)
+        op = u.op
+        if op is Ops.DEFINE_VAR and u.dtype == wide and not _fits_int32(u):
+            name, lo, hi = u.arg
+            raise LoweringError(
+                f"variable {name!r} has range [{lo}, {hi}], beyond the int32 kernel arguments; "
+                f"declare it with a range inside [{_I32_MIN}, {_I32_MAX}]"
+            )
+        if op in _NARROWABLE and u.dtype == wide and _fits_int32(u):
+            vals = u.src[:1] if op in (Ops.RANGE, Ops.SPECIAL) else u.src[1:] if op is Ops.WHERE else u.src
+            if all(s in narrowed for s in vals):
+                memo[u] = UOp(op, _I32, srcs, u.arg)
+                narrowed.add(u)
+                continue
+        if not any(s in narrowed for s in u.src):
+            memo[u] = u if srcs == u.src else UOp(op, u.dtype, srcs, u.arg)
+            continue
+        if op is Ops.CAST and u.src[0] in narrowed:
+            memo[u] = srcs[0] if u.dtype == _I32 else srcs[0].cast(u.dtype)
+            continue
+        if op in GroupOp.Comparison and all(s in narrowed for s in u.src):
+            memo[u] = UOp(op, u.dtype, srcs, u.arg)
+            continue
+        keep = _VALUE_SRCS.get(op, slice(0, len(srcs)))
+        new = [
+            widen(s) if keep.start <= i < keep.stop and not (op is Ops.INDEX and i == 1) else srcs[i]
+            for i, s in enumerate(u.src)
+        ]
+        memo[u] = UOp(op, u.dtype, tuple(new), u.arg)
+    return memo[sink]
 
 
 def keep_all_params(params: list[UOp], sink: UOp) -> UOp:

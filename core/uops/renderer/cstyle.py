@@ -179,7 +179,7 @@ class CStyleRenderer(Renderer):
                 r[u] = self.render_vectorize(dt, [self.render_const(v, dt.scalar()) for v in u.arg])
             elif op is Ops.SPECIAL:
                 r[u] = u.arg
-                emit(f"int {u.arg} = {self.render_special(u)}; /* < {r.get(src[0], '?')} */")
+                emit(f"{self.render_dtype(dt)} {u.arg} = {self.render_special(u)}; /* < {r.get(src[0], '?')} */")
             elif op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
                 assert isinstance(dt, PtrDType)
                 r[u] = fresh("acc" if op is Ops.DEFINE_REG else "smem")
@@ -189,7 +189,7 @@ class CStyleRenderer(Renderer):
                 r[u] = r[src[0]]
             elif op is Ops.RANGE:
                 r[u] = f"ridx{u.arg[0]}"
-                emit(f"for (int {r[u]} = 0; {r[u]} < {r[src[0]]}; {r[u]}++) {{")
+                emit(f"for ({self.render_dtype(dt)} {r[u]} = 0; {r[u]} < {r[src[0]]}; {r[u]}++) {{")
                 depth += 1
             elif op is Ops.END:
                 depth -= 1

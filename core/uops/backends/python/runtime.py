@@ -196,7 +196,7 @@ class PythonProgram(Program):
             elif op is Ops.CONST:
                 v[u] = np.asarray(u.arg, dtype=_np(dt))
             elif op is Ops.SPECIAL:
-                v[u] = special[u.arg]
+                v[u] = special[u.arg].astype(_np(dt), copy=False)
             elif op is Ops.AFTER:
                 v[u] = v[src[0]]
             elif op is Ops.RANGE:
