@@ -363,35 +363,36 @@ def narrow_index(sink: UOp) -> UOp:
         return s if s.op is Ops.CONST else memo[s].cast(wide)
 
     for u in sink.toposort():
-        srcs = tuple(memo[s] for s in u.src)
-        op = u.op
-        if op is Ops.DEFINE_VAR and u.dtype == wide and not _fits_int32(u):
-            name, lo, hi = u.arg
-            raise LoweringError(
-                f"variable {name!r} has range [{lo}, {hi}], beyond the int32 kernel arguments; "
-                f"declare it with a range inside [{_I32_MIN}, {_I32_MAX}]"
-            )
-        if op in _NARROWABLE and u.dtype == wide and _fits_int32(u):
-            vals = u.src[:1] if op in (Ops.RANGE, Ops.SPECIAL) else u.src[1:] if op is Ops.WHERE else u.src
-            if all(s in narrowed for s in vals):
-                memo[u] = UOp(op, _I32, srcs, u.arg)
-                narrowed.add(u)
-                continue
-        if not any(s in narrowed for s in u.src):
-            memo[u] = u if srcs == u.src else UOp(op, u.dtype, srcs, u.arg)
+        src, op, dt = u.src, u.op, u.dtype
+        srcs = tuple([memo[s] for s in src])
+        if op in _NARROWABLE and (dt is wide or (dt.itemsize == 8 and dt == wide)):
+            if _fits_int32(u):
+                vals = src[:1] if op is Ops.RANGE or op is Ops.SPECIAL else src[1:] if op is Ops.WHERE else src
+                if narrowed.issuperset(vals):
+                    memo[u] = UOp(op, _I32, srcs, u.arg)
+                    narrowed.add(u)
+                    continue
+            elif op is Ops.DEFINE_VAR:
+                name, lo, hi = u.arg
+                raise LoweringError(
+                    f"variable {name!r} has range [{lo}, {hi}], beyond the int32 kernel arguments; "
+                    f"declare it with a range inside [{_I32_MIN}, {_I32_MAX}]"
+                )
+        if narrowed.isdisjoint(src):
+            memo[u] = u if srcs == src else UOp(op, dt, srcs, u.arg)
             continue
-        if op is Ops.CAST and u.src[0] in narrowed:
-            memo[u] = srcs[0] if u.dtype == _I32 else srcs[0].cast(u.dtype)
+        if op is Ops.CAST:  # its one source is narrowed: cast from the int32 form (the same value)
+            memo[u] = srcs[0] if dt == _I32 else srcs[0].cast(dt)
             continue
-        if op in GroupOp.Comparison and all(s in narrowed for s in u.src):
-            memo[u] = UOp(op, u.dtype, srcs, u.arg)
+        if op in GroupOp.Comparison and narrowed.issuperset(src):
+            memo[u] = UOp(op, dt, srcs, u.arg)
             continue
         keep = _VALUE_SRCS.get(op, slice(0, len(srcs)))
         new = [
             widen(s) if keep.start <= i < keep.stop and not (op is Ops.INDEX and i == 1) else srcs[i]
-            for i, s in enumerate(u.src)
+            for i, s in enumerate(src)
         ]
-        memo[u] = UOp(op, u.dtype, tuple(new), u.arg)
+        memo[u] = UOp(op, dt, tuple(new), u.arg)
     return memo[sink]
 
 
