@@ -3,7 +3,8 @@
 Output axes become loops (CPU-style renderers) or launch indices split into global and local
 dimensions (GPU-style renderers); reductions become register accumulators updated in loops;
 ops the renderer does not declare are decomposed; index math is simplified; padded reads
-become gated loads. Every step is a PatternMatcher applied by graph_rewrite.
+become gated loads. Every step is a PatternMatcher applied by graph_rewrite, except the last:
+``narrow_index`` computes the 64-bit index math in int32 wherever its value ranges fit.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The immutable, hash-consed UOp: one node of every graph in uops.
 
-Building the same (op, dtype, src, arg) twice returns the same object, so equality is
-identity and hashing is by address. The cache holds nodes weakly: a node nobody references
+Building the same (op, dtype, src, arg) twice returns the same object, from any thread, so
+equality is identity and hashing is by address. The cache holds nodes weakly: a node nobody references
 is freed. Nothing here recurses on graph depth.
 """
 
