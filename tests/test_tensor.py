@@ -315,7 +315,8 @@ def test_large_reduction_is_two_stages(device):
     t = Tensor(np.ones(1 << 17, dtype=np.float32), device=device)
     assert len(t.sum().schedule()) == 2
     x = rnd(3, 70000)
-    close(Tensor(x, device=device).sum(axis=1), x.astype(np.float64).sum(axis=1), rtol=1e-5)
+    # float32 rounding grows with the sum of |x| (~70000 here), not with the (cancelling) result
+    close(Tensor(x, device=device).sum(axis=1), x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=2e-3)
     odd = rnd(70001)
     close(Tensor(odd, device=device).max(), odd.max())
     close(Tensor(odd, device=device).min(), odd.min())

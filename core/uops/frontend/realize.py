@@ -1,4 +1,5 @@
-"""Execution: device buffers for tensor-level BUFFER nodes, compiled-program caches, running schedules.
+"""Execution: host data in and out, device buffers for tensor-level BUFFER nodes, compiled-program caches,
+running schedules.
 
 A kernel AST is hash-consed, so the same computation on other buffers is the same object: the
 lowered, compiled and loaded program is cached per (ast, device) and a second run costs only
@@ -12,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uops.dtypes import SCALARS, DType, to_numpy
+from uops.dtypes import SCALARS, DType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
-from .schedule import Schedule, ScheduleItem, realized
+from .schedule import Schedule, ScheduleItem, buffer_view, create_schedule, new_buffer, realized, shape_of
 
 if TYPE_CHECKING:
     from uops.runtime import Buffer
@@ -128,3 +129,34 @@ def run_schedule(sched: Schedule) -> None:
         b = v.src[0] if v.op is Ops.VIEW else v
         if b.op is Ops.BUFFER and b.arg[1] == 0 and b not in _buffers and b not in pending:
             pending[b] = np.empty(0, dtype=to_numpy(b.dtype))
+
+
+def realize(roots: list[UOp], default_device: str) -> list[UOp]:
+    """Compute ``roots`` now; returns the VIEW(BUFFER) holding each one's value."""
+    sched = create_schedule(roots, default_device)
+    run_schedule(sched)
+    return sched.root_views
+
+
+def upload(arr: np.ndarray, dtype: DType, device: str) -> UOp:
+    """A host array as a tensor-level buffer view of ``dtype`` (copied now, sent to the device on first use)."""
+    if dtype == dtypes.bfloat16:
+        host = f32_to_bf16(np.asarray(arr, dtype=np.float32))
+    else:
+        host = np.asarray(arr).astype(to_numpy(dtype), copy=False)
+    host = np.ascontiguousarray(host).reshape(-1)
+    buf = new_buffer(device, host.size, dtype)
+    pending[buf] = np.array(host, copy=True)  # never alias the caller's array
+    return buffer_view(buf, tuple(arr.shape))
+
+
+def readback(u: UOp, default_device: str) -> np.ndarray:
+    """The value of a tensor-level node as a host array of its shape (bfloat16 comes back as float32)."""
+    (v,) = realize([u], default_device)
+    st = v.arg
+    if not (st.contiguous and st.size == v.src[0].arg[1]):
+        (v,) = realize([UOp(Ops.CONTIGUOUS, v.dtype, (v,))], default_device)
+    flat = buffer_numpy(v.src[0])
+    if u.dtype == dtypes.bfloat16:
+        flat = bf16_to_f32(flat)
+    return flat.reshape(shape_of(u))

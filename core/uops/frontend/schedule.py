@@ -4,6 +4,10 @@ Tensor-level nodes are UOps: ``BUFFER`` (arg ``(device, size, uid)``), ``VIEW`` 
 ``ShapeTracker``), ``CONST`` (shape ``()``), ALU ops and ``CAST``, ``REDUCE_AXIS`` (arg
 ``(op, axes)``, keepdim shape), ``CONTIGUOUS`` and ``COPY`` (arg: target device).
 
+Before fusion, reductions are lowered: a reduction of a value that is the same everywhere (a
+constant, broadcast) folds to a constant (``size * value`` for a sum), and one over more than
+``SPLIT_THRESHOLD`` elements runs in two stages.
+
 Kernel boundaries (buffers) are made only where needed: the outputs asked for, ``CONTIGUOUS``
 and ``COPY``, a reduction read through an expanding view or by another reduction (inlining
 would recompute it per output element), and a reduction read by more than one kernel (so
@@ -14,13 +18,15 @@ a reduction's elementwise inputs and epilogue — fuses into the kernel that rea
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from uops.dtypes import DType
-from uops.ir.ops import AxisType, Ops
+from uops.dtypes import DType, dtypes, truncate
+from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uops.ir.symbolic import exec_alu
 from uops.ir.uop import UOp
 
 from .view import ShapeTracker, _and, _c, _lin, strides_for
@@ -63,6 +69,32 @@ def shape_of(u: UOp) -> tuple[int, ...]:
             raise TypeError(f"{n.op} is not a tensor-level node")
         _shapes[n] = sh
     return _shapes[u]
+
+
+def apply_view(u: UOp, fn: Callable[[ShapeTracker], ShapeTracker]) -> UOp:
+    """A movement op on a tensor-level node: views of views merge into one ShapeTracker; a view that
+    undoes itself over a computed value is that value."""
+    if u.op is Ops.VIEW:
+        base, st = u.src[0], u.arg
+    else:
+        base, st = u, ShapeTracker.from_shape(shape_of(u))
+    new = fn(st)
+    if base.op is not Ops.BUFFER and new.contiguous and new.shape == shape_of(base):
+        return base
+    return UOp(Ops.VIEW, u.dtype, (base,), new)
+
+
+def reshaped(u: UOp, shape: tuple[int, ...]) -> UOp:
+    return u if shape_of(u) == shape else apply_view(u, lambda st: st.reshape(shape))
+
+
+def const_view(value: bool | int | float, dtype: DType, shape: tuple[int, ...]) -> UOp:
+    """One value broadcast to ``shape`` (a CONST under an expanding view; no memory)."""
+    c = UOp.const(dtype, value)
+    if not shape:
+        return c
+    u = apply_view(c, lambda st: st.reshape((1,) * len(shape)))
+    return u if all(s == 1 for s in shape) else apply_view(u, lambda st: st.expand(shape))
 
 
 def device_of(u: UOp) -> str | None:
@@ -123,6 +155,105 @@ merge_views = PatternMatcher(
         )
     ]
 )
+
+
+SPLIT_THRESHOLD = 1 << 16  # reductions over more elements than this run in two stages
+
+
+def _uniform_value(u: UOp) -> bool | int | float | None:
+    """The value of a node that is the same at every index (constants under unmasked views, casts and ALU ops),
+    else None."""
+    if u.op is Ops.CONST:
+        return u.arg
+    if u.op is Ops.VIEW and all(v.mask is None for v in u.arg.views):
+        return _uniform_value(u.src[0])
+    if u.op is Ops.CAST:
+        v = _uniform_value(u.src[0])
+        return None if v is None else truncate(v, u.dtype)
+    if u.op in GroupOp.ALU:
+        vals = tuple(_uniform_value(s) for s in u.src)
+        return None if any(v is None for v in vals) else exec_alu(u.op, u.dtype, vals)  # type: ignore[arg-type]
+    return None
+
+
+def _fold_uniform_reduce(n: UOp) -> UOp | None:
+    """A reduction of one value repeated ``count`` times, computed here: ``count * v``, ``v``, or ``v ** count``."""
+    v = _uniform_value(n.src[0])
+    op, axes = n.arg
+    sshape = shape_of(n.src[0])
+    count = math.prod(sshape[a] for a in axes)
+    if v is None or count == 0 or dtypes.is_bool(n.dtype):
+        return None
+    if op is Ops.MAX:
+        out = v
+    elif op is Ops.ADD:
+        out = v * count + (0.0 if dtypes.is_float(n.dtype) else 0)
+    elif op is Ops.MUL and dtypes.is_int(n.dtype):
+        out = pow(int(v), count, 1 << (8 * n.dtype.itemsize))
+    elif op is Ops.MUL:
+        try:
+            out = math.pow(float(v), count)
+        except OverflowError:
+            out = -math.inf if v < 0 and count % 2 else math.inf
+    else:
+        return None
+    return const_view(truncate(out, n.dtype), n.dtype, shape_of(n))
+
+
+def _reduce_identity(op: Ops, dtype: DType) -> bool | int | float:
+    return 0 if op is Ops.ADD else 1 if op is Ops.MUL else dtypes.min(dtype)
+
+
+def _split_reduce(n: UOp) -> UOp | None:
+    """Two stages: contiguous chunks of about sqrt(size) first, then the partials (precision and parallelism)."""
+    op, axes = n.arg
+    x = n.src[0]
+    shape = shape_of(x)
+    size = math.prod(shape[a] for a in axes)
+    if size <= SPLIT_THRESHOLD or math.prod(shape) == 0:
+        return None
+    keep = [i for i in range(len(shape)) if i not in axes]
+    order = tuple(keep + list(axes))
+    if order != tuple(range(len(shape))):
+        x = apply_view(x, lambda st: st.permute(order))
+    outer = tuple(shape[i] for i in keep)
+    k = 1 << math.ceil(math.log2(math.isqrt(size)))
+    m = -(-size // k)
+    x = reshaped(x, outer + (size,))
+    if m * k != size:
+        pads = ((0, 0),) * len(outer) + ((0, m * k - size),)
+        padded = apply_view(x, lambda st: st.pad(pads))
+        ident = _reduce_identity(op, n.dtype)
+        if ident == 0:
+            x = padded
+        else:
+            valid = apply_view(const_view(True, dtypes.bool, outer + (size,)), lambda st: st.pad(pads))
+            fill = const_view(ident, n.dtype, outer + (m * k,))
+            x = UOp(Ops.WHERE, n.dtype, (valid, padded, fill))
+    x = reshaped(x, outer + (m, k))
+    part = UOp(Ops.REDUCE_AXIS, n.dtype, (x,), (op, (len(outer) + 1,)))
+    part = UOp(Ops.CONTIGUOUS, n.dtype, (reshaped(part, outer + (m,)),))
+    out = UOp(Ops.REDUCE_AXIS, n.dtype, (part,), (op, (len(outer),)))
+    return reshaped(out, shape_of(n))
+
+
+#: REDUCE_AXIS node -> its lowered form, kept while the node lives (so a realized stage is found again)
+_lowered: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def _lower_reduce(n: UOp) -> UOp | None:
+    out = _lowered.get(n)
+    if out is None:
+        out = _fold_uniform_reduce(n)
+        if out is None:
+            out = _split_reduce(n)
+        if out is None:
+            return None
+        _lowered[n] = out
+    return out
+
+
+lower_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="n"), _lower_reduce), *merge_views.rules])
 
 
 def _find_realize_set(roots: list[UOp]) -> list[UOp]:
@@ -308,6 +439,7 @@ class Schedule:
 
 def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
     """Kernels and copies that realize ``roots`` (nothing runs here)."""
+    roots = list(graph_rewrite(UOp.sink(*roots), lower_reduces).src)
     roots = _substitute_realized(roots)
     # a root that expands a computed value needs only that value as a buffer: the expanding view stays a view
     # (other views are computed straight into the output layout: one kernel, and numpy() needs no copy)

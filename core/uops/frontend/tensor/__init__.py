@@ -1,0 +1,387 @@
+"""``Tensor``: a lazy, numpy-like array. Operations build a UOp graph; ``realize()`` schedules it
+into fused kernels and runs them on the tensor's device.
+
+Why lazy: the scheduler sees whole expressions, so an elementwise chain, a reduction with its
+inputs and epilogue, and movement ops (index math) become one kernel instead of one per op.
+
+The class is assembled here from modules by concern — ``creation``, ``elementwise``,
+``movement`` (and indexing), ``reduce``, ``nn`` — whose functions take the tensor as their
+first argument; ``args`` checks arguments for all of them. Host data moves in and out through
+the realize layer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from uops.dtypes import DType, dtypes, from_numpy, to_numpy
+from uops.ir.ops import Ops
+from uops.ir.uop import UOp
+
+from ..realize import readback, realize, upload
+from ..schedule import ScheduleItem, create_schedule, device_of, shape_of
+from . import creation, elementwise, movement, nn, reduce
+from .args import AxisError, Scalar, broadcast_shape, check_scalar, device_arg, scalar_dtype, to_dtype
+
+__all__ = ["AxisError", "Scalar", "Tensor", "broadcast_shape"]
+
+
+class _Casts:
+    """Casts named like Python types; kept out of Tensor's namespace so annotations see the builtins."""
+
+    def cast(self, dtype: DType | str | type) -> Tensor:
+        raise NotImplementedError
+
+    def float(self) -> Tensor:
+        return self.cast(dtypes.float32)
+
+    def int(self) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def bool(self) -> Tensor:
+        return self.cast(dtypes.bool)
+
+
+def _list_dtype(arr: np.ndarray, data: Sequence[Any]) -> DType:
+    """The dtype of a nested list, like numpy 2 but with uops' defaults where the values fit them."""
+    if arr.dtype == np.bool_:
+        return dtypes.bool
+    if arr.dtype == np.object_:
+        flat = np.asarray(arr).reshape(-1)
+        for v in flat:
+            if isinstance(v, int):
+                scalar_dtype(v)  # raises OverflowError naming the value
+        raise TypeError(f"cannot make a Tensor from a list of mixed or non-numeric values ({arr.dtype})")
+    if np.issubdtype(arr.dtype, np.integer):
+        if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
+            return dtypes.uint64
+        if arr.size and (arr.min() < dtypes.min(dtypes.default_int) or arr.max() > dtypes.max(dtypes.default_int)):
+            return dtypes.int64
+        return dtypes.default_int
+    if np.issubdtype(arr.dtype, np.floating):
+        with np.errstate(over="ignore"):
+            overflows = np.isfinite(arr) & ~np.isfinite(arr.astype(to_numpy(dtypes.default_float)))
+        return dtypes.float64 if overflows.any() else dtypes.default_float
+    raise TypeError(f"cannot make a Tensor from a list of {arr.dtype} values")
+
+
+class Tensor(_Casts):
+    """A lazy n-dimensional array on one device."""
+
+    __slots__ = ("uop", "device")
+    #: numpy defers to Tensor's operators (``ndarray + Tensor`` is a Tensor), and ``np.asarray(t)`` reads the values
+    __array_ufunc__ = None
+
+    def __init__(
+        self,
+        data: Tensor | UOp | np.ndarray | Sequence[Any] | Scalar,
+        device: str | None = None,
+        dtype: DType | str | type | None = None,
+    ):
+        dt = to_dtype(dtype)
+        self.device = device_arg(device)
+        if isinstance(data, UOp):
+            self.uop: UOp = data if dt is None or dt == data.dtype else data.cast(dt)
+            return
+        if isinstance(data, Tensor):
+            src = data.to(self.device) if device is not None else data
+            self.device = src.device
+            self.uop = src.uop if dt is None else src.cast(dt).uop
+            return
+        if isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+            d = dt or scalar_dtype(data)
+            self.uop = UOp.const(d, check_scalar(data, d))
+            return
+        if isinstance(data, (list, tuple)):
+            if dt is None:
+                arr = np.array(data)
+                dt = _list_dtype(arr, data)
+            else:  # numpy checks each Python value against the dtype (OverflowError for an int that does not fit)
+                arr = np.array(data, dtype=to_numpy(dt) if dt != dtypes.bfloat16 else np.float32)
+        elif isinstance(data, (np.ndarray, np.generic)):
+            arr = np.asarray(data)
+        else:
+            raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a numpy array, a list or a scalar")
+        if dt is None:
+            dt = from_numpy(arr.dtype)
+        self.uop = upload(arr, dt, self.device)
+
+    def _new(self, u: UOp) -> Tensor:
+        """A tensor of node ``u`` on this tensor's device."""
+        t = object.__new__(type(self))
+        t.uop, t.device = u, self.device
+        return t
+
+    # ----- basic properties -----
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return shape_of(self.uop)
+
+    @property
+    def dtype(self) -> DType:
+        return self.uop.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        """numpy's rule: a one-element tensor is its value's truth; any other size is ambiguous."""
+        n = self.numel()
+        if n != 1:
+            what = "an empty tensor" if n == 0 else f"a tensor with more than one element (shape {self.shape})"
+            raise ValueError(f"the truth value of {what} is ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False:
+            raise ValueError("a Tensor's values live on its device: reading them makes a copy (copy=False)")
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __repr__(self) -> str:
+        state = "realized" if self.uop.op is Ops.VIEW and self.uop.src[0].op is Ops.BUFFER else "lazy"
+        return f"<Tensor shape={self.shape} dtype={self.dtype.name} device={self.device} {state}>"
+
+    __hash__ = object.__hash__
+
+    # ----- realization -----
+    def schedule(self, *others: Tensor) -> list[ScheduleItem]:
+        """The kernels and copies realizing this tensor (and ``others``) would run; runs nothing."""
+        return create_schedule([t.uop for t in (self, *others)], self.device).items
+
+    def realize(self, *others: Tensor) -> Tensor:
+        """Compute this tensor (and ``others``) now; afterwards each is backed by a buffer."""
+        ts = (self, *others)
+        for t, v in zip(ts, realize([t.uop for t in ts], self.device)):
+            t.uop = v
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """A host copy as a numpy array (bfloat16 comes back as float32)."""
+        return readback(self.realize().uop, self.device)
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def item(self) -> Scalar:
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def to(self, device: str) -> Tensor:
+        """This tensor on another device (a copy, through host memory between backends)."""
+        dev = device_arg(device)
+        if dev == self.device:
+            return self
+        if device_of(self.uop) is None:  # pure constants live nowhere yet
+            return Tensor(self.uop, device=dev)
+        return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), dev), device=dev)
+
+    def contiguous(self) -> Tensor:
+        """A kernel boundary: the value is materialised in its own buffer."""
+        u = self.uop
+        if u.op is Ops.VIEW and u.src[0].op is Ops.BUFFER and u.arg.contiguous:
+            return self
+        return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (u,)))
+
+    def cast(self, dtype: DType | str | type) -> Tensor:
+        dt = to_dtype(dtype)
+        if dt is None:
+            raise TypeError("cast needs a dtype, got None")
+        if dt == self.dtype:
+            return self
+        return self._new(UOp(Ops.CAST, dt, (self.uop,)))
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    # ----- creation -----
+    full = classmethod(creation.full)
+    zeros = classmethod(creation.zeros)
+    ones = classmethod(creation.ones)
+    empty = classmethod(creation.empty)
+    arange = classmethod(creation.arange)
+    eye = classmethod(creation.eye)
+    manual_seed = classmethod(creation.manual_seed)
+    rand = classmethod(creation.rand)
+    randn = classmethod(creation.randn)
+    uniform = classmethod(creation.uniform)
+    full_like = creation.full_like
+    zeros_like = creation.zeros_like
+    ones_like = creation.ones_like
+    empty_like = creation.empty_like
+    rand_like = creation.rand_like
+    randn_like = creation.randn_like
+
+    # ----- movement and indexing -----
+    _view = movement.view
+    _axis = movement.axis
+    _stride = movement.stride
+    reshape = movement.reshape
+    view = movement.reshape
+    permute = movement.permute
+    transpose = movement.transpose
+    expand = movement.expand
+    broadcast_to = movement.broadcast_to
+    pad = movement.pad
+    shrink = movement.shrink
+    flip = movement.flip
+    squeeze = movement.squeeze
+    unsqueeze = movement.unsqueeze
+    flatten = movement.flatten
+    squeeze_axes = movement.squeeze_axes
+    __getitem__ = movement.getitem
+    cat = movement.cat
+    cat_with = movement.cat
+    stack = movement.stack
+
+    # ----- elementwise -----
+    _same_device = elementwise.same_device
+    _operands = elementwise.operands
+    _alu = elementwise.alu
+    _float = elementwise.as_float
+    _cmp = elementwise.cmp
+    _order_flip = elementwise.order_flip
+    add = elementwise.add
+    sub = elementwise.sub
+    mul = elementwise.mul
+    div = elementwise.div
+    floordiv = elementwise.floordiv
+    mod = elementwise.mod
+    pow = elementwise.pow
+    maximum = elementwise.maximum
+    minimum = elementwise.minimum
+    where = elementwise.where
+    logical_not = elementwise.logical_not
+    exp2 = elementwise.exp2
+    log2 = elementwise.log2
+    exp = elementwise.exp
+    log = elementwise.log
+    sqrt = elementwise.sqrt
+    rsqrt = elementwise.rsqrt
+    reciprocal = elementwise.reciprocal
+    sin = elementwise.sin
+    cos = elementwise.cos
+    tan = elementwise.tan
+    trunc = elementwise.trunc
+    floor = elementwise.floor
+    ceil = elementwise.ceil
+    round_half_away = elementwise.round_half_away
+    abs = elementwise.abs
+    sign = elementwise.sign
+    clip = elementwise.clip
+    square = elementwise.square
+
+    def __add__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return self.add(y)
+
+    def __radd__(self, y: Scalar | np.ndarray) -> Tensor:
+        return self.add(y, True)
+
+    def __sub__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return self.sub(y)
+
+    def __rsub__(self, y: Scalar | np.ndarray) -> Tensor:
+        return self.sub(y, True)
+
+    def __mul__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return self.mul(y)
+
+    def __rmul__(self, y: Scalar | np.ndarray) -> Tensor:
+        return self.mul(y, True)
+
+    def __truediv__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return self.div(y)
+
+    def __rtruediv__(self, y: Scalar | np.ndarray) -> Tensor:
+        return self.div(y, True)
+
+    def __floordiv__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return self.floordiv(y)
+
+    def __rfloordiv__(self, y: Scalar | np.ndarray) -> Tensor:
+        return self.floordiv(y, True)
+
+    def __mod__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return self.mod(y)
+
+    def __rmod__(self, y: Scalar | np.ndarray) -> Tensor:
+        return self.mod(y, True)
+
+    def __pow__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return self.pow(y)
+
+    def __rpow__(self, y: Scalar | np.ndarray) -> Tensor:
+        return self.pow(y, True)
+
+    def __and__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return elementwise.bitwise_and(self, y)
+
+    def __rand__(self, y: Scalar | np.ndarray) -> Tensor:
+        return elementwise.bitwise_and(self, y, True)
+
+    def __or__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return elementwise.bitwise_or(self, y)
+
+    def __ror__(self, y: Scalar | np.ndarray) -> Tensor:
+        return elementwise.bitwise_or(self, y, True)
+
+    def __xor__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
+        return elementwise.bitwise_xor(self, y)
+
+    def __rxor__(self, y: Scalar | np.ndarray) -> Tensor:
+        return elementwise.bitwise_xor(self, y, True)
+
+    __neg__ = elementwise.neg
+    __invert__ = elementwise.invert
+    __abs__ = elementwise.abs
+    __lt__ = elementwise.lt
+    __gt__ = elementwise.gt
+    __le__ = elementwise.le
+    __ge__ = elementwise.ge
+    __eq__ = elementwise.eq  # type: ignore[assignment]
+    __ne__ = elementwise.ne  # type: ignore[assignment]
+
+    # ----- reductions -----
+    _axes = reduce.axes
+    _reduce = reduce.reduce
+    _acc_dtype = reduce.acc_dtype
+    sum = reduce.sum
+    prod = reduce.prod
+    max = reduce.max
+    min = reduce.min
+    any = reduce.any
+    all = reduce.all
+    mean = reduce.mean
+    var = reduce.var
+    std = reduce.std
+    argmax = reduce.argmax
+    argmin = reduce.argmin
+
+    # ----- nn helpers and linear algebra -----
+    relu = nn.relu
+    sigmoid = nn.sigmoid
+    tanh = nn.tanh
+    gelu = nn.gelu
+    logsumexp = nn.logsumexp
+    softmax = nn.softmax
+    log_softmax = nn.log_softmax
+    matmul = nn.matmul
+    dot = nn.matmul
+    linear = nn.linear
+    __matmul__ = nn.matmul
+    __rmatmul__ = nn.rmatmul
