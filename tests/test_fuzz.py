@@ -5,7 +5,7 @@ valid for the shapes and dtypes at hand), then replayed with ``Tensor`` on each 
 inputs of random shapes (size-1 and 0-size dims included) and dtypes (float32, int32, bool),
 elementwise chains with broadcasting and promotion, casts, comparisons, ``where``, integer
 floor division and modulo, movement ops (reshape, permute, expand, pad, shrink, flip, strided
-and negative-step slicing, cat), reductions over random axes (keepdim or not), argmax/argmin,
+and negative-step slicing, cat in each of its spellings), reductions over random axes (keepdim or not), argmax/argmin,
 softmax/log_softmax/logsumexp, matmul, and shapes that make the scheduler split kernels (a
 reduce feeding a reduce, a reduce read through an expanding view, explicit ``realize`` and
 ``contiguous`` mid-program, several outputs realized together).
@@ -505,10 +505,18 @@ class Gen:
             k = self.d(st.integers(0, 2))
             parts = [i, j, i][: 2 + (k == 2)] if k else [j, i]
             out = promote(*(self.p.vals[p].dtype for p in parts))
+            holes = ", ".join("{}" for _ in parts[1:])
+            spellings: dict[str, Callable[..., Tensor]] = {  # every spelling of cat means the same concatenation
+                f"Tensor.cat({{}}, {holes}, dim={d})": lambda dev, *xs: Tensor.cat(*xs, dim=d),
+                f"Tensor.cat([{{}}, {holes}], dim={d})": lambda dev, *xs: Tensor.cat(list(xs), dim=d),
+                f"{{}}.cat({holes}, dim={d})": lambda dev, x, *xs: x.cat(*xs, dim=d),
+                f"{{}}.cat([{holes}], dim={d})": lambda dev, x, *xs: x.cat(list(xs), dim=d),
+            }
+            desc = self.d(st.sampled_from(sorted(spellings)))
             self.add(
-                f"Tensor.cat({', '.join('{}' for _ in parts)}, dim={d})",
+                desc,
                 tuple(parts),
-                lambda dev, *xs: Tensor.cat(*xs, dim=d),
+                spellings[desc],
                 lambda *xs: np.concatenate([x.astype(out) for x in xs], axis=d),
                 out,
             )

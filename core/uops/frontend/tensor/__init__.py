@@ -141,8 +141,8 @@ class Tensor(_Casts):
         """numpy's rule: a one-element tensor is its value's truth; any other size is ambiguous."""
         n = self.numel()
         if n != 1:
-            what = "an empty tensor" if n == 0 else f"a tensor with more than one element (shape {self.shape})"
-            raise ValueError(f"the truth value of {what} is ambiguous; use .any() or .all()")
+            what = "an empty tensor" if n == 0 else "a tensor with more than one element"
+            raise ValueError(f"the truth value of {what} is ambiguous (shape {self.shape}); use .any() or .all()")
         return bool(self.item())
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:

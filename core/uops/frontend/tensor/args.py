@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from uops.dtypes import DType, dtype_from_name, dtypes, from_numpy, truncate
+from uops.dtypes import DType, dtype_from_name, dtypes, from_numpy, to_numpy, truncate
 from uops.plugins import Device, _canonical
 
 Scalar = bool | int | float
@@ -116,6 +116,11 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def dtype_name(dt: DType) -> str:
+    """The name a user knows a dtype by (numpy's: int8, not C's char)."""
+    return "bfloat16" if dt == dtypes.bfloat16 else to_numpy(dt).name
+
+
 def fits(value: int, dt: DType) -> bool:
     """Whether a Python int is representable in an integer dtype."""
     return dtypes.min(dt) <= value <= dtypes.max(dt)
@@ -143,7 +148,7 @@ def check_scalar(value: Scalar, dt: DType) -> Scalar:
     """
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and dtypes.is_int(dt):
         if not fits(int(value), dt):
-            raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
+            raise OverflowError(f"Python integer {value} out of bounds for {dtype_name(dt)}")
     elif dtypes.is_float(dt) and not isinstance(value, (bool, np.bool_)):
         f = _big_float(value)
         if (math.isfinite(value) if isinstance(value, float) else True) and not math.isfinite(truncate(f, dt)):
