@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from uops import AxisType, Ops, Tensor, UOp, dtypes
+from uops.frontend.schedule import SPLIT_THRESHOLD
 from uops.frontend.view import ShapeTracker, View
 
 DEV = "PYTHON"  # scheduling runs nothing; any device name that exists will do
@@ -135,6 +136,34 @@ def test_large_sum_splits_in_two_stages():
     assert len(ks) == 2
     first = [u for u in ks[0].ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE]
     assert first[0].src[0].arg == 1024  # sqrt(n) per partial
+
+
+def test_the_split_is_the_schedulers_and_the_graph_keeps_one_reduce():
+    # the tensor graph holds one REDUCE_AXIS however large; the scheduler lowers it to two stages
+    x = Tensor(np.ones(SPLIT_THRESHOLD + 1, dtype=np.float32), device=DEV)
+    s = x.sum()
+    assert sum(1 for u in s.uop.toposort() if u.op is Ops.REDUCE_AXIS) == 1
+    assert len(kernels(s)) == 2
+    assert len(kernels(Tensor(np.ones(SPLIT_THRESHOLD, dtype=np.float32), device=DEV).sum())) == 1
+
+
+def test_a_realized_first_stage_is_reused_by_later_schedules():
+    x = Tensor(np.full(1 << 18, 3.0, dtype=np.float32), device="PYTHON")
+    s = x.sum()
+    (s + 1).realize()  # runs both stages; the partials stay realized while s lives
+    assert len(kernels(s * 2)) == 1
+    assert (s * 2).item() == 2 * 3.0 * (1 << 18)
+
+
+def test_reductions_of_constants_fold_in_the_scheduler():
+    big = Tensor.ones(1 << 40, device=DEV)
+    ks = kernels(big.sum())
+    assert len(ks) == 1
+    assert not [u for u in ks[0].ast.toposort() if u.op is Ops.RANGE]  # one stored value, no loop
+    mixed = Tensor.ones(1 << 20, device=DEV) * t(1 << 20)  # not one repeated value: reduced in kernels
+    assert len(kernels(mixed.sum())) == 2
+    padded = Tensor.ones(4, device=DEV).pad([(0, 4)], value=0)  # a masked view is not uniform
+    assert len([u for u in kernels(padded.sum())[0].ast.toposort() if u.op is Ops.RANGE]) == 1
 
 
 # ----- view math -----
