@@ -166,6 +166,15 @@ def test_reductions_of_constants_fold_in_the_scheduler():
     assert len([u for u in kernels(padded.sum())[0].ast.toposort() if u.op is Ops.RANGE]) == 1
 
 
+def test_reductions_over_deep_graphs_schedule():
+    # the uniform-value check is iterative: a 5000-op chain under a reduction is no RecursionError
+    y, c = t(8), Tensor.ones(8, device=DEV)
+    for _ in range(5000):
+        y, c = y + 1, c * 1
+    assert len(kernels(y.sum())) == 1
+    assert not [u for u in kernels(c.sum())[0].ast.toposort() if u.op is Ops.RANGE]
+
+
 # ----- view math -----
 
 

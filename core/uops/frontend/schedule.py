@@ -160,20 +160,36 @@ merge_views = PatternMatcher(
 SPLIT_THRESHOLD = 1 << 16  # reductions over more elements than this run in two stages
 
 
+_NOT_UNIFORM = object()
+#: node -> its value when it is the same at every index, else _NOT_UNIFORM (kept while the node lives)
+_uniform: weakref.WeakKeyDictionary[UOp, object] = weakref.WeakKeyDictionary()
+
+
+def _uniform_of(n: UOp) -> object:
+    if n.op is Ops.CONST:
+        return n.arg
+    if n.op is Ops.VIEW and all(v.mask is None for v in n.arg.views):
+        return _uniform[n.src[0]]
+    if n.op is Ops.CAST:
+        v = _uniform[n.src[0]]
+        return v if v is _NOT_UNIFORM else truncate(v, n.dtype)
+    if n.op in GroupOp.ALU:
+        vals = tuple(_uniform[s] for s in n.src)
+        if any(v is _NOT_UNIFORM for v in vals):
+            return _NOT_UNIFORM
+        out = exec_alu(n.op, n.dtype, vals)  # type: ignore[arg-type]
+        return _NOT_UNIFORM if out is None else out
+    return _NOT_UNIFORM
+
+
 def _uniform_value(u: UOp) -> bool | int | float | None:
     """The value of a node that is the same at every index (constants under unmasked views, casts and ALU ops),
-    else None."""
-    if u.op is Ops.CONST:
-        return u.arg
-    if u.op is Ops.VIEW and all(v.mask is None for v in u.arg.views):
-        return _uniform_value(u.src[0])
-    if u.op is Ops.CAST:
-        v = _uniform_value(u.src[0])
-        return None if v is None else truncate(v, u.dtype)
-    if u.op in GroupOp.ALU:
-        vals = tuple(_uniform_value(s) for s in u.src)
-        return None if any(v is None for v in vals) else exec_alu(u.op, u.dtype, vals)  # type: ignore[arg-type]
-    return None
+    else None. Iterative and memoized: deep graphs are fine and each node is looked at once."""
+    for n in u.toposort(gate=lambda x: x not in _uniform):
+        if n not in _uniform:
+            _uniform[n] = _uniform_of(n)
+    v = _uniform[u]
+    return None if v is _NOT_UNIFORM else v  # type: ignore[return-value]
 
 
 def _fold_uniform_reduce(n: UOp) -> UOp | None:
