@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -88,12 +87,7 @@ def axes_arg(axis: Any, shape: tuple[int, ...], what: str = "axis") -> tuple[int
     """Reduction axes: None (all), one int, or a sequence of distinct ints; sorted and non-negative."""
     if axis is None:
         return tuple(range(len(shape)))
-    if isinstance(axis, (list, tuple)):
-        ax = tuple(axis_arg(a, shape, what) for a in axis)
-    elif isinstance(axis, Sequence) and not isinstance(axis, str):
-        ax = tuple(axis_arg(a, shape, what) for a in axis)
-    else:
-        ax = (axis_arg(axis, shape, what),)
+    ax = tuple(axis_arg(a, shape, what) for a in (axis if isinstance(axis, (list, tuple)) else (axis,)))
     out = tuple(sorted(set(ax)))
     if len(out) != len(ax):
         raise ValueError(f"repeated {what} in {axis} for shape {shape}")

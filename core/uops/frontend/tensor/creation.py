@@ -32,7 +32,7 @@ def full(
     device: str | None = None,
 ) -> Tensor:
     """A tensor of one value (no memory until realized)."""
-    shp = shape_arg((shape,) if isinstance(shape, (int, np.integer)) else tuple(shape))
+    shp = shape_arg(tuple(shape) if isinstance(shape, (list, tuple)) else (shape,))
     dt = to_dtype(dtype) or scalar_dtype(fill_value)
     return cls(const_view(check_scalar(fill_value, dt), dt, shp), device=device)
 
