@@ -20,7 +20,7 @@ fi
 
 if ! command -v clang-19 >/dev/null 2>&1 && [ ! -x /usr/lib/llvm-19/bin/clang ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing clang-19 and lld-19 (the AMD backend's compiler) with apt-get"
+    echo "setup: installing clang-19 and lld-19 (the AMD backend's compiler, the METAL check) with apt-get"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 lld-19 >/dev/null || \
       echo "setup: could not install clang-19/lld-19; the AMD compile target stays unavailable" >&2
   else

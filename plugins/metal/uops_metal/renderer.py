@@ -1,0 +1,158 @@
+"""Metal Shading Language: a small subclass of the core CStyleRenderer.
+
+A kernel is ``kernel void name(...)`` with every parameter bound to a buffer slot in order:
+``device T* dataN [[buffer(i)]]`` for buffers (``const device`` when only read) and
+``constant int& name [[buffer(i)]]`` for variables (set with ``setBytes``). Launch indices come
+in as ``uint3 gid [[threadgroup_position_in_grid]]`` and ``uint3 lid [[thread_position_in_threadgroup]]``
+(only those a kernel uses): gidxN -> gid.{x,y,z}, lidxN -> lid.{x,y,z}. Local memory is
+``threadgroup``, the barrier ``threadgroup_barrier(mem_flags::mem_threadgroup)``. Metal has no
+double: float64 is refused; bfloat exists from Metal 3.1 on. Math is MSL's (``exp2``,
+``sqrt`` ... overloaded for float and half, from ``<metal_stdlib>``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from uops.dtypes import DType, PtrDType, dtypes
+from uops.frontend.realize import DTypeNotSupportedError
+from uops.ir.ops import Ops
+from uops.ir.uop import UOp
+from uops.renderer.cstyle import CStyleRenderer
+from uops_metal import DEFAULT_TARGET, TARGETS
+
+__all__ = ["MetalRenderer", "parse_version"]
+
+_AXES = "xyz"
+# the launch-index parameters, by the SPECIAL prefix that reads them
+INDEX_PARAMS = {
+    "gidx": "uint3 gid [[threadgroup_position_in_grid]]",
+    "lidx": "uint3 lid [[thread_position_in_threadgroup]]",
+}
+
+
+def parse_version(target: str) -> tuple[int, int]:
+    """``'metal3.1'`` (or ``'metal3.1:msl'``) -> ``(3, 1)``; ValueError naming the known versions otherwise."""
+    name = target.split(":", 1)[0]
+    if name in TARGETS:
+        major, minor = name.removeprefix("metal").split(".")
+        return int(major), int(minor)
+    raise ValueError(f"unknown Metal target {target!r}: expected one of {', '.join(TARGETS)}")
+
+
+class MetalRenderer(CStyleRenderer):
+    device = "METAL"
+    target = DEFAULT_TARGET
+    global_max = (2**31 - 1, 65535, 65535)
+    local_max = (1024, 1024, 1024)
+    local_threads_max = 256  # every Apple GPU runs 256 threads per threadgroup at any register use
+    shared_max = 32 * 1024  # threadgroup memory on every Apple GPU family
+    kernel_prefix = "kernel void"
+    buffer_prefix = "device "
+    buffer_suffix = ""
+    const_buffer_prefix = "const "
+    smem_prefix = "threadgroup "
+    barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    type_map = {
+        dtypes.bool: "bool",
+        dtypes.int8: "char",
+        dtypes.uint8: "uchar",
+        dtypes.int16: "short",
+        dtypes.uint16: "ushort",
+        dtypes.int32: "int",
+        dtypes.uint32: "uint",
+        dtypes.int64: "long",
+        dtypes.uint64: "ulong",
+        dtypes.float16: "half",
+        dtypes.bfloat16: "bfloat",
+        dtypes.float32: "float",
+        dtypes.void: "void",
+    }
+    code_for_op = {
+        **CStyleRenderer.code_for_op,
+        Ops.EXP2: lambda x, dt: f"exp2({x})",
+        Ops.LOG2: lambda x, dt: f"log2({x})",
+        Ops.SIN: lambda x, dt: f"sin({x})",
+        Ops.SQRT: lambda x, dt: f"sqrt({x})",
+        Ops.TRUNC: lambda x, dt: f"trunc({x})",
+        Ops.POW: lambda a, b, dt: f"pow({a}, {b})",
+    }
+
+    def __init__(self, target: str = DEFAULT_TARGET, device: str = "METAL") -> None:
+        """``target`` is a Metal version, optionally with what the compiler makes (``metal3.1:msl``)."""
+        self.version = parse_version(target)
+        self.target = target
+        self.device = device
+        self.unsupported_dtypes = frozenset({dtypes.float64} | ({dtypes.bfloat16} if self.version < (3, 1) else set()))
+        # 1/x with a typed one, so half stays half
+        self.code_for_op = {
+            **type(self).code_for_op,
+            Ops.RECIPROCAL: lambda x, dt: f"({self.render_const(1.0, dt.scalar())}/{x})",
+        }
+
+    # ----- types and values -----
+    def render_dtype(self, dt: DType) -> str:
+        base = dt.base if isinstance(dt, PtrDType) else dt
+        if base.scalar() in self.unsupported_dtypes:
+            why = "Metal has no double" if base.scalar() == dtypes.float64 else "bfloat needs Metal 3.1 or newer"
+            raise DTypeNotSupportedError(
+                f"the {self.device} renderer ({self.target}) cannot render {base.scalar().name}: {why}; "
+                "cast to float32 (or float16) first"
+            )
+        return super().render_dtype(dt)
+
+    def render_vector_type(self, dt: DType) -> str:
+        if dt.count not in (2, 3, 4) or dt.scalar() not in self.type_map or dt.scalar() == dtypes.void:
+            raise ValueError(f"Metal has no vector type for {dt!r} (vectors of 2, 3 or 4 scalars)")
+        return f"{self.type_map[dt.scalar()]}{dt.count}"
+
+    def render_vectorize(self, dt: DType, parts: list[str]) -> str:
+        return f"{self.render_dtype(dt)}({', '.join(parts)})"
+
+    def render_gep(self, vec: str, lane: int, dt: DType) -> str:
+        return f"{vec}.{'xyzw'[lane]}"
+
+    def render_const(self, value: bool | int | float, dt: DType) -> str:
+        if dtypes.is_float(dt) and not math.isfinite(float(value)):
+            f = float(value)
+            s = "NAN" if math.isnan(f) else ("-INFINITY" if f < 0 else "INFINITY")
+            return s if dt == dtypes.float32 else f"(({self.render_dtype(dt)}){s})"
+        if dt == dtypes.int64:
+            v = int(value)
+            return "(-9223372036854775807l-1)" if v == dtypes.min(dtypes.int64) else f"{v}l"
+        if dt == dtypes.uint64:
+            return f"{int(value)}ul"
+        return super().render_const(value, dt)
+
+    def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        if dst.count > 1:  # MSL converts vectors element by element with the constructor syntax
+            return f"{self.render_dtype(dst)}({x})"
+        # bfloat converts to and from float only: other types go through float
+        if src.scalar() == dtypes.bfloat16 and dst.scalar() != dtypes.float32:
+            x = f"(float)({x})"
+        if dst.scalar() == dtypes.bfloat16 and src.scalar() not in (dtypes.float32, dtypes.bfloat16):
+            x = f"(float)({x})"
+        return f"(({self.render_dtype(dst)})({x}))"
+
+    def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+        return f"as_type<{self.render_dtype(dst)}>({x})"
+
+    def render_param_var(self, u: UOp) -> str:
+        return f"constant {self.var_type}& {u.arg[0]}"
+
+    # ----- launch -----
+    def render_special(self, u: UOp) -> str:
+        name: str = u.arg
+        kind, dim = name[:4], int(name[4:])
+        if kind == "gidx":
+            return f"gid.{_AXES[dim]}"
+        if kind == "lidx":
+            return f"lid.{_AXES[dim]}"
+        raise ValueError(f"MetalRenderer: unknown launch index {name!r} (expected gidxN or lidxN)")
+
+    def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
+        bound = [f"{p} [[buffer({i})]]" for i, p in enumerate(params)]
+        used = {u.arg[:4] for u in uops if u.op is Ops.SPECIAL}
+        bound += [decl for kind, decl in INDEX_PARAMS.items() if kind in used]
+        head = "#include <metal_stdlib>\nusing namespace metal;\n"
+        return f"{head}{self.kernel_prefix} {name}({', '.join(bound)}) {{\n" + "\n".join(body) + "\n}\n"

@@ -1,0 +1,369 @@
+"""The Metal plugin: MSL rendered and checked on Linux, run on the CPU as METAL_EMU, the macOS runtime against a fake.
+
+What Linux proves: the rendered MSL passes clang's check against the plugin's <metal_stdlib>
+stand-in (and planted mistakes do not); METAL_EMU runs that same source and its numbers match
+numpy; the runtime sends the Metal message sequence it should (a recording fake stands in for
+the Objective-C runtime). What only a Mac proves: Apple's compiler accepts the source, and the
+messages do what Metal documents.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from uops import AxisType, Ops, Tensor, UOp, dtypes
+from uops.codegen.linearizer import linearize
+from uops.codegen.program import ProgramSpec, get_program
+from uops.compiler import CompileError, CompilerUnavailableError
+from uops.dtypes import AddrSpace
+from uops.frontend.realize import DTypeNotSupportedError
+from uops.plugins import Device
+
+pytest.importorskip("uops_metal", reason="the uops-metal plugin is not installed")
+from uops_metal import compiler as metal_compiler  # noqa: E402
+from uops_metal.compiler import MetalCompiler  # noqa: E402
+from uops_metal.renderer import MetalRenderer  # noqa: E402
+from uops_metal.runtime import COMMAND_BUFFER_ERROR, MetalError, MetalRuntime, MTLSize, probe_runtime  # noqa: E402
+
+
+def _checker_reason() -> str | None:
+    try:
+        metal_compiler.checker()
+    except CompilerUnavailableError as e:
+        return str(e)
+    return None
+
+
+CHECK_REASON = _checker_reason()
+needs_check = pytest.mark.skipif(CHECK_REASON is not None, reason=f"no MSL checker: {CHECK_REASON}")
+linux_only = pytest.mark.skipif(sys.platform == "darwin", reason="checks the Linux behaviour")
+UOPS = shutil.which("uops", path=str(Path(sys.executable).parent)) or "uops"
+
+
+def glob(slot: int, dt=dtypes.float32) -> UOp:
+    return UOp(Ops.DEFINE_GLOBAL, dt.ptr(), (), slot)
+
+
+def special(name: str, size: int) -> UOp:
+    return UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, size),), name)
+
+
+def msl_program(ast: UOp, target: str | None = None) -> ProgramSpec:
+    renderer, compiler = Device["METAL"].target(target)
+    return get_program(ast, renderer, compiler)
+
+
+def check(src: str, target: str = "metal3.1") -> None:
+    MetalCompiler(target, mode="msl").check(src)
+
+
+# ---------------------------------------------------------------------------------------
+# the renderer's MSL passes the Linux check
+
+
+@needs_check
+def test_elementwise_2d_is_checked_msl_with_buffer_bindings():
+    rows, cols = 24, 40
+    r0, r1 = UOp.range(rows, 0, AxisType.GLOBAL), UOp.range(cols, 1, AxisType.GLOBAL)
+    flat = r0 * cols + r1
+    val = (glob(1).index(flat).load() * glob(2).index(r1).load()).maximum(0.25).sqrt()
+    spec = msl_program(UOp.sink(glob(0).index(flat).store(val)))
+    src = spec.src
+    assert src.startswith("#include <metal_stdlib>\nusing namespace metal;\nkernel void ")
+    assert "device float* data0 [[buffer(0)]]" in src and "device const float* data1 [[buffer(1)]]" in src
+    assert "[[threadgroup_position_in_grid]]" in src and "[[thread_position_in_threadgroup]]" in src
+    assert "sqrt(" in src and "gid.x" in src and "lid.x" in src
+    if sys.platform != "darwin":
+        assert spec.target == "metal3.1:msl" and spec.lib == src.encode(), "the BINARY stage is the checked source"
+
+
+@needs_check
+def test_reductions_are_checked_msl():
+    m, k, n = 16, 29, 12
+    i, j, kk = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    prod = glob(1).index(i * k + kk).load() * glob(2).index(kk * n + j).load()
+    spec = msl_program(UOp.sink(glob(0).index(i * n + j).store(prod.reduce(kk, op=Ops.ADD))))
+    assert "for (int ridx" in spec.src
+    r = UOp.range(64, 0, AxisType.REDUCE)
+    spec = msl_program(UOp.sink(glob(0).index(UOp.const(dtypes.int32, 0)).store(
+        glob(1).index(r).load().reduce(r, op=Ops.MAX))))  # fmt: skip
+    assert "acc0" in spec.src
+
+
+@needs_check
+def test_half_math_nonfinite_constants_and_symbolic_sizes_are_checked_msl():
+    nvar = UOp.variable("n", 1, 4096)
+    r = UOp.range(nvar, 0, AxisType.GLOBAL)
+    h = glob(1, dtypes.float16).index(r).load()
+    val = (h * UOp.const(dtypes.float16, 2.0)).exp2().log2().sin().reciprocal().cast(dtypes.float32)
+    spec = msl_program(UOp.sink(glob(0).index(r).store(val.maximum(float("-inf")))))
+    assert "device const half* data1" in spec.src and "constant int& n [[buffer(2)]]" in spec.src
+    assert "-INFINITY" in spec.src and "exp2(" in spec.src and "((half)1.0f)" in spec.src
+
+
+@needs_check
+def test_bfloat_from_metal_3_1_on_and_refused_before():
+    r = UOp.range(8, 0, AxisType.GLOBAL)
+    ast = UOp.sink(glob(0).index(r).store(glob(1, dtypes.bfloat16).index(r).load().cast(dtypes.float32) + 1.0))
+    assert "device const bfloat* data1" in msl_program(ast, "metal3.1").src
+    with pytest.raises(Exception, match="bfloat16"):
+        msl_program(ast, "metal2.4")
+    with pytest.raises(DTypeNotSupportedError, match="bfloat needs Metal 3.1"):
+        MetalRenderer("metal3.0").render_dtype(dtypes.bfloat16)
+
+
+def test_double_is_a_clear_dtype_error():
+    with pytest.raises(DTypeNotSupportedError, match="Metal has no double"):
+        MetalRenderer().render_dtype(dtypes.float64.ptr())
+    with pytest.raises(DTypeNotSupportedError, match="device METAL does not support dtype double"):
+        (Tensor(np.ones(3), device="METAL") * 2).realize()
+
+
+@needs_check
+def test_local_memory_barrier_bitcast_and_vectors_are_checked_msl():
+    bs = 64
+    lidx, gidx = special("lidx0", bs), special("gidx0", 4)
+    smem = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(bs, AddrSpace.LOCAL), (), "tile")
+    st = smem.index(lidx).store(glob(1).index(gidx * bs + lidx).load())
+    bar = UOp(Ops.BARRIER, dtypes.void, (st,))
+    rev = UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(UOp.const(dtypes.int32, bs - 1) - lidx).load()
+    src = MetalRenderer().render("rev_tile", linearize(UOp.sink(glob(0).index(gidx * bs + lidx).store(rev))))
+    assert "threadgroup float smem0[64];" in src and "threadgroup_barrier(mem_flags::mem_threadgroup);" in src
+    check(src)
+    bits = glob(1).index(gidx).load().bitcast(dtypes.int32)
+    src = MetalRenderer().render("bits", linearize(UOp.sink(glob(0, dtypes.int32).index(gidx).store(bits >> 23))))
+    assert "as_type<int>(" in src
+    check(src)
+    lanes = [glob(1).index(gidx * 4 + i).load() for i in range(4)]
+    vec = UOp(Ops.VECTORIZE, dtypes.float32.vec(4), tuple(lanes))
+    stores = [glob(0).index(gidx * 4 + i).store(UOp(Ops.GEP, dtypes.float32, (vec,), (3 - i,))) for i in range(4)]
+    src = MetalRenderer().render("rev4", linearize(UOp.sink(*stores)))
+    assert "float4 vec0 = float4(" in src and "vec0.w" in src
+    check(src)
+
+
+# ---------------------------------------------------------------------------------------
+# planted mistakes are rejected, with clang's message and the numbered source
+
+GOOD = """#include <metal_stdlib>
+using namespace metal;
+kernel void k(device float* data0 [[buffer(0)]], uint3 gid [[threadgroup_position_in_grid]]) {
+  int gidx0 = gid.x;
+  BODY
+}
+"""
+
+
+@needs_check
+@pytest.mark.parametrize(
+    ("body", "expect"),
+    [
+        ("*(data0+gidx0) = undeclared_value;", "use of undeclared identifier 'undeclared_value'"),
+        ("double d = 1.0; *(data0+gidx0) = (float)d;", "Metal has no double"),
+        ("float4 v = float4(1.0f, 2.0f, 3.0f); *(data0+gidx0) = v.x;", "components given do not add up"),
+        ("*(data0+gidx0) = as_type<float>(short(1));", "must have the same size"),
+        ("threadgroup_barrier(mem_flags::mem_shared);", "no member named 'mem_shared'"),
+    ],
+)
+def test_planted_mistakes_are_rejected_readably(body: str, expect: str):
+    check(GOOD.replace("BODY", "*(data0+gidx0) = 1.0f;"))
+    with pytest.raises(CompileError) as info:
+        check(GOOD.replace("BODY", body))
+    text = str(info.value)
+    assert expect in text and "kernel.metal:5:" in text, text
+    assert "5 |   " + body[:20] in text, "the numbered source is shown"
+
+
+@needs_check
+def test_a_misspelt_attribute_is_rejected():
+    with pytest.raises(CompileError, match="unknown attribute 'threadgroup_position_in_grd'"):
+        check(GOOD.replace("threadgroup_position_in_grid", "threadgroup_position_in_grd").replace("BODY", ""))
+
+
+def test_missing_checker_says_how_to_install(monkeypatch):
+    monkeypatch.setenv("UOPS_METAL_CLANG", "no-such-clang++")
+    metal_compiler.checker.cache_clear()
+    try:
+        with pytest.raises(CompilerUnavailableError, match="apt-get install clang-19"):
+            metal_compiler.checker()
+    finally:
+        monkeypatch.delenv("UOPS_METAL_CLANG")
+        metal_compiler.checker.cache_clear()
+
+
+def test_targets_and_bad_target():
+    assert Device["METAL"].targets[0] == "metal3.1"
+    assert MetalCompiler("metal2.4", mode="msl").identity() != MetalCompiler("metal3.1", mode="msl").identity()
+    with pytest.raises(ValueError, match="unknown Metal target 'metal9'"):
+        MetalRenderer("metal9")
+    with pytest.raises(ValueError, match="unknown Metal compile mode"):
+        MetalCompiler("metal3.1", mode="air")
+
+
+# ---------------------------------------------------------------------------------------
+# the macOS runtime against a recording fake of the Objective-C runtime
+
+
+class RecordingObjC:
+    """Records every message; buffers are real host memory, so copies can be checked."""
+
+    def __init__(self, fail: dict[str, str] | None = None, status: int = 4) -> None:
+        self.calls: list[tuple[Any, str, tuple[Any, ...]]] = []
+        self.fail = fail or {}
+        self.status = status
+        self.memory: dict[int, ctypes.Array[ctypes.c_char]] = {}
+        self.strings: dict[int, str] = {}
+        self._next = 0x1000
+
+    def _handle(self, kind: str) -> int:
+        self._next += 0x10
+        return self._next
+
+    @staticmethod
+    def _plain(a: Any) -> Any:
+        if isinstance(a, MTLSize):
+            return (a.width, a.height, a.depth)
+        return getattr(a, "value", a)
+
+    def send(self, obj: Any, sel: str, *args: Any, restype: Any = ctypes.c_void_p) -> Any:
+        obj = self._plain(obj)
+        self.calls.append((obj, sel, tuple(self._plain(a) for a in args)))
+        if sel == "newBufferWithLength:options:":
+            mem = ctypes.create_string_buffer(self._plain(args[0]))
+            self.memory[ctypes.addressof(mem)] = mem
+            return ctypes.addressof(mem)
+        if sel == "contents":
+            return obj
+        if sel == "maxTotalThreadsPerThreadgroup":
+            return 1024
+        if sel == "status":
+            return self.status
+        if sel in ("GPUStartTime", "GPUEndTime"):
+            return 1.0 if sel == "GPUStartTime" else 1.25
+        if sel == "retain":
+            return obj
+        if sel in ("UTF8String", "error", "localizedDescription"):
+            return {"UTF8String": b"Fake GPU", "error": self._handle("e"), "localizedDescription": 7}[sel]
+        return None if restype is None else self._handle(sel)
+
+    def send_error(self, obj: Any, sel: str, *args: Any) -> tuple[Any, str | None]:
+        self.calls.append((self._plain(obj), sel, tuple(self._plain(a) for a in args)))
+        if sel in self.fail:
+            return None, self.fail[sel]
+        return self._handle(sel), None
+
+    def cls(self, name: str) -> Any:
+        return self._handle(name)
+
+    def nsstring(self, s: str) -> Any:
+        h = self._handle("NSString")
+        self.strings[h] = s
+        return h
+
+    def pystring(self, ns: Any) -> str:
+        return "Fake GPU" if ns != 7 else "Execution of the command buffer was aborted"
+
+    def create_device(self) -> Any:
+        self.calls.append((None, "MTLCreateSystemDefaultDevice", ()))
+        return 0xD0
+
+    def dispatch_data(self, data: bytes) -> Any:
+        self.calls.append((None, "dispatch_data_create", (len(data),)))
+        return 0xDA
+
+    def pool_push(self) -> Any:
+        return 0xB0
+
+    def pool_pop(self, pool: Any) -> None:
+        assert pool == 0xB0
+
+
+def selectors(fake: RecordingObjC) -> list[str]:
+    return [sel for _, sel, _ in fake.calls]
+
+
+def test_runtime_message_sequence_from_source_to_timed_launch():
+    fake = RecordingObjC()
+    rt = MetalRuntime("METAL", objc=fake)
+    assert selectors(fake) == ["MTLCreateSystemDefaultDevice", "newCommandQueue"]
+    x = np.arange(6, dtype=np.float32)
+    out_h, in_h = rt.allocator.alloc(24), rt.allocator.alloc(24)
+    rt.allocator.copyin(in_h, memoryview(x).cast("B"))
+    back = np.zeros(6, np.float32)
+    rt.allocator.copyout(memoryview(back).cast("B"), in_h)
+    np.testing.assert_array_equal(back, x)  # shared storage: the bytes went through `contents`
+    fake.calls.clear()
+    prog = rt.load("k", b"#include <metal_stdlib>\nkernel void k() {}\n")
+    assert selectors(fake) == [
+        "alloc", "init", "setFastMathEnabled:", "newLibraryWithSource:options:error:", "release",
+        "newFunctionWithName:", "newComputePipelineStateWithFunction:error:", "maxTotalThreadsPerThreadgroup",
+    ]  # fmt: skip
+    assert fake.calls[2][2] == (False,), "fast math is off: NaN and infinity rules as in the other backends"
+    assert fake.strings[fake.calls[5][2][0]] == "k", "the kernel is looked up by its name"
+    fake.calls.clear()
+    t = prog(out_h, in_h, global_size=(3, 2), local_size=(32,), vals=(6,), wait=True)
+    assert t == pytest.approx(0.25)
+    assert selectors(fake) == [
+        "commandBuffer", "computeCommandEncoder", "setComputePipelineState:", "setBuffer:offset:atIndex:",
+        "setBuffer:offset:atIndex:", "setBytes:length:atIndex:", "dispatchThreadgroups:threadsPerThreadgroup:",
+        "endEncoding", "commit", "retain", "waitUntilCompleted", "status", "GPUStartTime", "GPUEndTime", "release",
+    ]  # fmt: skip
+    args = {sel: a for _, sel, a in fake.calls}
+    assert args["setBuffer:offset:atIndex:"] == (in_h, 0, 1)
+    assert args["setBytes:length:atIndex:"][1:] == (4, 2), "vals are bound after the buffers"
+    assert args["dispatchThreadgroups:threadsPerThreadgroup:"] == ((3, 2, 1), (32, 1, 1))
+
+
+def test_runtime_async_launches_are_waited_for_before_the_host_reads():
+    fake = RecordingObjC()
+    rt = MetalRuntime("METAL", objc=fake)
+    h = rt.allocator.alloc(4)
+    prog = rt.load("k", b"\x4d\x54\x4c\x42metallib bytes")
+    assert "newLibraryWithData:error:" in selectors(fake) and "dispatch_data_create" in selectors(fake)
+    assert prog(h, global_size=(1,)) is None and len(rt.in_flight) == 1
+    fake.calls.clear()
+    rt.allocator.copyout(memoryview(bytearray(4)), h)
+    assert selectors(fake)[:3] == ["waitUntilCompleted", "status", "release"] and not rt.in_flight
+
+
+def test_runtime_failures_are_specific():
+    fake = RecordingObjC(fail={"newLibraryWithSource:options:error:": "program_source:3:5: error: bad"})
+    rt = MetalRuntime("METAL", objc=fake)
+    with pytest.raises(CompileError, match="program_source:3:5: error: bad"):
+        rt.load("k", b"kernel void k() {}")
+    fake = RecordingObjC(status=COMMAND_BUFFER_ERROR)
+    rt = MetalRuntime("METAL", objc=fake)
+    prog = rt.load("k", b"kernel void k() {}")
+    with pytest.raises(MetalError, match="command buffer failed: Execution of the command buffer was aborted"):
+        prog(global_size=(1,), wait=True)
+    with pytest.raises(MetalError, match="exceeds the pipeline's 1024 threads"):
+        prog(global_size=(1,), local_size=(64, 32), wait=True)
+
+
+@linux_only
+def test_linux_probe_and_devices_table():
+    assert probe_runtime().startswith("Metal needs macOS")
+    env = {k: v for k, v in os.environ.items() if k != "UOPS_DEVICE"}
+    r = subprocess.run([UOPS, "devices"], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    metal = next(line for line in r.stdout.splitlines() if line.startswith("METAL "))
+    assert "metal3.1" in metal and " yes " in metal and " no " in metal and "Metal needs macOS" in metal
+
+
+@needs_check
+def test_uops_compile_shows_all_four_stages():
+    r = subprocess.run([UOPS, "compile", "--device", "METAL", "(a+b).sum()", "--stages"],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    for stage in ("SINK", "LINEAR", "SOURCE", "BINARY"):
+        assert f"===== {stage}" in r.stdout
+    assert "kernel void" in r.stdout and "[[buffer(0)]]" in r.stdout
