@@ -367,3 +367,127 @@ def test_uops_compile_shows_all_four_stages():
     for stage in ("SINK", "LINEAR", "SOURCE", "BINARY"):
         assert f"===== {stage}" in r.stdout
     assert "kernel void" in r.stdout and "[[buffer(0)]]" in r.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# METAL_EMU: the same MSL run on the CPU, against numpy
+
+
+def run_emu(ast: UOp, inputs: list[np.ndarray], out: np.ndarray, var_vals=None) -> tuple[np.ndarray, ProgramSpec]:
+    d = Device["METAL_EMU"]
+    spec = get_program(ast, d.renderer, d.compiler)
+    al = d.runtime.allocator
+    handles = [al.alloc(out.nbytes)] + [al.alloc(x.nbytes) for x in inputs]
+    for hnd, x in zip(handles[1:], inputs):
+        al.copyin(hnd, memoryview(np.ascontiguousarray(x).reshape(-1).view(np.uint8)))
+    g, loc = spec.launch_dims(var_vals)
+    d.runtime.load(spec.name, spec.lib)(*handles, global_size=g, local_size=loc, vals=spec.vals(var_vals))
+    res = np.empty_like(out)
+    al.copyout(memoryview(res.reshape(-1).view(np.uint8)), handles[0])
+    return res, spec
+
+
+def run_src(name: str, src: str, out: np.ndarray, *inputs: np.ndarray, **launch: Any) -> np.ndarray:
+    lib = Device["METAL_EMU"].compiler.compile(src)
+    Device["METAL_EMU"].runtime.load(name, lib)(out, *inputs, **launch)
+    return out
+
+
+@needs_check
+def test_emu_runs_the_source_metal_renders():
+    rows, cols = 24, 40
+    r0, r1 = UOp.range(rows, 0, AxisType.GLOBAL), UOp.range(cols, 1, AxisType.GLOBAL)
+    flat = r0 * cols + r1
+    ast = UOp.sink(glob(0).index(flat).store((glob(1).index(flat).load() * glob(2).index(r1).load()).sqrt()))
+    a, b = np.random.rand(rows, cols).astype(np.float32), np.random.rand(cols).astype(np.float32)
+    got, spec = run_emu(ast, [a, b], np.zeros((rows, cols), np.float32))
+    np.testing.assert_allclose(got, np.sqrt(a * b), rtol=1e-6)
+    assert spec.src == msl_program(ast).src, "METAL and METAL_EMU render the same MSL"
+    assert spec.target == "metal3.1:host" and spec.lib[:4] == b"\x7fELF"
+
+
+@needs_check
+def test_emu_matmul_reduce_and_symbolic_size():
+    m, k, n = 16, 29, 12
+    a, b = np.random.randn(m, k).astype(np.float32), np.random.randn(k, n).astype(np.float32)
+    i, j, kk = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    prod = glob(1).index(i * k + kk).load() * glob(2).index(kk * n + j).load()
+    got, _ = run_emu(
+        UOp.sink(glob(0).index(i * n + j).store(prod.reduce(kk, op=Ops.ADD))), [a, b], np.zeros((m, n), np.float32)
+    )
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    nvar = UOp.variable("n", 1, 4096)
+    r = UOp.range(nvar, 0, AxisType.GLOBAL)
+    ast = UOp.sink(glob(0).index(r).store(glob(1).index(r).load().exp2() * 0.5))
+    for size in (3, 700):
+        x = np.random.rand(size).astype(np.float32)
+        got, spec = run_emu(ast, [x], np.zeros(size, np.float32), var_vals={"n": size})
+        np.testing.assert_allclose(got, np.exp2(x) * 0.5, rtol=1e-6)
+    assert "constant int& n" in spec.src
+
+
+@needs_check
+def test_emu_half_and_bfloat_round_like_numpy():
+    n = 64
+    r = UOp.range(n, 0, AxisType.GLOBAL)
+    h = glob(1, dtypes.float16).index(r).load()
+    ast = UOp.sink(glob(0, dtypes.float16).index(r).store(h * h + UOp.const(dtypes.float16, 0.1)))
+    x = (np.random.randn(n) * 10).astype(np.float16)
+    got, _ = run_emu(ast, [x], np.zeros(n, np.float16))
+    np.testing.assert_array_equal(got, x * x + np.float16(0.1))
+    from uops.dtypes import bf16_to_f32, f32_to_bf16
+
+    ast = UOp.sink(glob(0).index(r).store(glob(1, dtypes.bfloat16).index(r).load().cast(dtypes.float32) + 1.0))
+    xb = f32_to_bf16(np.random.randn(n).astype(np.float32))
+    got, _ = run_emu(ast, [xb], np.zeros(n, np.float32))
+    np.testing.assert_allclose(got, bf16_to_f32(xb) + 1.0, rtol=1e-6)
+
+
+@needs_check
+def test_emu_threadgroup_memory_barrier_bitcast_and_vectors():
+    bs = 64
+    lidx, gidx = special("lidx0", bs), special("gidx0", 4)
+    smem = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(bs, AddrSpace.LOCAL), (), "tile")
+    st = smem.index(lidx).store(glob(1).index(gidx * bs + lidx).load())
+    bar = UOp(Ops.BARRIER, dtypes.void, (st,))
+    rev = UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(UOp.const(dtypes.int32, bs - 1) - lidx).load()
+    src = MetalRenderer().render("rev_tile", linearize(UOp.sink(glob(0).index(gidx * bs + lidx).store(rev))))
+    x = np.random.rand(4 * bs).astype(np.float32)
+    # wrong without a real barrier and one threadgroup array per threadgroup: each thread reads another's slot
+    out = run_src("rev_tile", src, np.zeros_like(x), x, global_size=(4,), local_size=(bs,))
+    np.testing.assert_array_equal(out, x.reshape(4, bs)[:, ::-1].reshape(-1))
+    bits = glob(1).index(gidx).load().bitcast(dtypes.int32)
+    src = MetalRenderer().render("bits", linearize(UOp.sink(glob(0, dtypes.int32).index(gidx).store(bits >> 23))))
+    y = np.random.rand(4).astype(np.float32) * 1000
+    np.testing.assert_array_equal(
+        run_src("bits", src, np.zeros(4, np.int32), y, global_size=(4,)), y.view(np.int32) >> 23
+    )
+    g8 = special("gidx0", 8)
+    lanes = [glob(1).index(g8 * 4 + i).load() for i in range(4)]
+    vec = UOp(Ops.VECTORIZE, dtypes.float32.vec(4), tuple(lanes))
+    stores = [glob(0).index(g8 * 4 + i).store(UOp(Ops.GEP, dtypes.float32, (vec,), (3 - i,))) for i in range(4)]
+    src = MetalRenderer().render("rev4", linearize(UOp.sink(*stores)))
+    z = np.random.rand(32).astype(np.float32)
+    out = run_src("rev4", src, np.zeros_like(z), z, global_size=(8,))
+    np.testing.assert_array_equal(out, z.reshape(8, 4)[:, ::-1].reshape(-1))
+
+
+@needs_check
+def test_emu_rejects_what_is_not_msl_and_launches_metal_would_refuse():
+    from uops.backends.gpu_emu import LaunchError
+
+    with pytest.raises(CompileError, match="unknown type name '__global__'|expected"):
+        Device["METAL_EMU"].compiler.compile('extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }')
+    src = GOOD.replace("BODY", "*(data0+gidx0) = 2.0f;")
+    with pytest.raises(LaunchError, match="exceeds the MSL limit"):
+        run_src("k", src, np.zeros(4, np.float32), global_size=(1,), local_size=(1, 1, 2048))
+    np.testing.assert_array_equal(run_src("k", src, np.zeros(4, np.float32), global_size=(4,)), np.full(4, 2.0))
+
+
+@needs_check
+def test_emu_tensor_programs_and_double_refused():
+    a, b = np.random.rand(33, 17).astype(np.float32), np.random.rand(17, 5).astype(np.float32)
+    ta, tb = Tensor(a, device="METAL_EMU"), Tensor(b, device="METAL_EMU")
+    np.testing.assert_allclose((ta @ tb).relu().sum(axis=0).numpy(), np.maximum(a @ b, 0).sum(axis=0), rtol=1e-5)
+    with pytest.raises(DTypeNotSupportedError, match="device METAL_EMU does not support dtype double"):
+        (Tensor(np.ones(3), device="METAL_EMU") + 1).numpy()

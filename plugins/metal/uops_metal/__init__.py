@@ -43,6 +43,18 @@ def _probe_compile() -> str | None:
     return probe_compile()
 
 
+def _probe_check() -> str | None:
+    """METAL_EMU needs the clang that checks MSL: it also builds the kernels for the host."""
+    from uops.compiler import CompilerUnavailableError
+    from uops_metal.compiler import checker
+
+    try:
+        checker()
+    except CompilerUnavailableError as e:
+        return str(e)
+    return None
+
+
 def _renderer(arch: str | None) -> MetalRenderer:
     from uops_metal.compiler import compile_mode
     from uops_metal.renderer import MetalRenderer
@@ -62,6 +74,33 @@ def _runtime() -> Runtime:
     return MetalRuntime("METAL")
 
 
+# ----- METAL_EMU -----
+
+
+def _emu_renderer(arch: str | None) -> MetalRenderer:
+    from uops_metal.renderer import MetalRenderer
+
+    return MetalRenderer(f"{arch or DEFAULT_TARGET}:host", device="METAL_EMU")
+
+
+def _emu_compiler(arch: str | None) -> Compiler:
+    from uops_metal.emulated import EmulatedMetalCompiler
+
+    return EmulatedMetalCompiler(arch or DEFAULT_TARGET)
+
+
+def _emu_runtime() -> Runtime:
+    from uops_metal.emulated import emulated_runtime
+
+    return emulated_runtime()
+
+
+def _emu_probe_runtime() -> str | None:
+    from uops.backends.gpu_emu import probe_runtime
+
+    return probe_runtime()
+
+
 @hookimpl
 def uops_backends() -> list[Backend]:
     """METAL (priority 80, after CUDA and AMD) and METAL_EMU (20)."""
@@ -75,5 +114,15 @@ def uops_backends() -> list[Backend]:
             probe_runtime=_probe_runtime,
             targets=TARGETS,
             priority=80,
+        ),
+        Backend(
+            device="METAL_EMU",
+            renderer=_emu_renderer,
+            compiler=_emu_compiler,
+            runtime=_emu_runtime,
+            probe_compile=_probe_check,
+            probe_runtime=_emu_probe_runtime,
+            targets=TARGETS,
+            priority=20,
         ),
     ]

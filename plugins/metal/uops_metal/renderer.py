@@ -21,14 +21,11 @@ from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
 from uops_metal import DEFAULT_TARGET, TARGETS
 
-__all__ = ["MetalRenderer", "parse_version"]
+__all__ = ["INDEX_PARAMS", "MetalRenderer", "parse_version"]
 
 _AXES = "xyz"
-# the launch-index parameters, by the SPECIAL prefix that reads them
-INDEX_PARAMS = {
-    "gidx": "uint3 gid [[threadgroup_position_in_grid]]",
-    "lidx": "uint3 lid [[thread_position_in_threadgroup]]",
-}
+# the launch-index parameters, by the SPECIAL prefix that reads them: (name, attribute)
+INDEX_PARAMS = {"gidx": ("gid", "threadgroup_position_in_grid"), "lidx": ("lid", "thread_position_in_threadgroup")}
 
 
 def parse_version(target: str) -> tuple[int, int]:
@@ -144,15 +141,13 @@ class MetalRenderer(CStyleRenderer):
     def render_special(self, u: UOp) -> str:
         name: str = u.arg
         kind, dim = name[:4], int(name[4:])
-        if kind == "gidx":
-            return f"gid.{_AXES[dim]}"
-        if kind == "lidx":
-            return f"lid.{_AXES[dim]}"
+        if kind in INDEX_PARAMS:
+            return f"{INDEX_PARAMS[kind][0]}.{_AXES[dim]}"
         raise ValueError(f"MetalRenderer: unknown launch index {name!r} (expected gidxN or lidxN)")
 
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
         bound = [f"{p} [[buffer({i})]]" for i, p in enumerate(params)]
         used = {u.arg[:4] for u in uops if u.op is Ops.SPECIAL}
-        bound += [decl for kind, decl in INDEX_PARAMS.items() if kind in used]
+        bound += [f"uint3 {var} [[{attr}]]" for kind, (var, attr) in INDEX_PARAMS.items() if kind in used]
         head = "#include <metal_stdlib>\nusing namespace metal;\n"
         return f"{head}{self.kernel_prefix} {name}({', '.join(bound)}) {{\n" + "\n".join(body) + "\n}\n"

@@ -75,19 +75,21 @@ class EmulatedCompiler(Compiler):
     """Source in ``dialect`` -> host shared library bytes for ``EmulatedRuntime``.
 
     The dialect's ``stub_headers`` (GPU toolkit headers the source may include, whose content
-    the prelude already provides) resolve to empty files.
+    the prelude already provides) resolve to empty files. ``cxx`` names the host compiler when the
+    dialect's header needs a particular one (default: ``cxx_path()``).
     """
 
-    def __init__(self, device: str, dialect: Dialect, opt: str = "-O2") -> None:
+    def __init__(self, device: str, dialect: Dialect, opt: str = "-O2", cxx: str | None = None) -> None:
         self.device = device
         self.dialect = dialect
+        self.cxx = cxx
         self.flags = ("-std=c++17", opt, "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
         self._identity: str | None = None
 
     def identity(self) -> str:
         if self._identity is None:  # computed once: it is part of every cache key
             digest = self.dialect.digest(shim_header())
-            self._identity = f"emulate:{self.device}:{cxx_version(cxx_path())}:{self.dialect.name}-{digest}"
+            self._identity = f"emulate:{self.device}:{cxx_version(self.cxx or cxx_path())}:{self.dialect.name}-{digest}"
         return self._identity
 
     def _write_includes(self, root: Path) -> tuple[Path, Path]:
@@ -116,7 +118,7 @@ class EmulatedCompiler(Compiler):
             f'extern "C" const unsigned uops_shim_bound_{k.name} = {k.bound}u;'
             for k in decls
         )
-        cxx = cxx_path()
+        cxx = self.cxx or cxx_path()
         with tempfile.TemporaryDirectory(prefix="uops-emu-") as tmp:
             root = Path(tmp)
             prelude, stubs = self._write_includes(root)
