@@ -350,6 +350,7 @@ def test_runtime_failures_are_specific():
 
 
 @linux_only
+@needs_check
 def test_linux_probe_and_devices_table():
     assert probe_runtime().startswith("Metal needs macOS")
     env = {k: v for k, v in os.environ.items() if k != "UOPS_DEVICE"}
@@ -357,6 +358,8 @@ def test_linux_probe_and_devices_table():
     assert r.returncode == 0, r.stderr
     metal = next(line for line in r.stdout.splitlines() if line.startswith("METAL "))
     assert "metal3.1" in metal and " yes " in metal and " no " in metal and "Metal needs macOS" in metal
+    emu = next(line for line in r.stdout.splitlines() if line.startswith("METAL_EMU "))
+    assert emu.split()[-1] == "ok" and " yes " in emu
 
 
 @needs_check
