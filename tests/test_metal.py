@@ -189,6 +189,32 @@ def test_a_misspelt_attribute_is_rejected():
         check(GOOD.replace("threadgroup_position_in_grid", "threadgroup_position_in_grd").replace("BODY", ""))
 
 
+SIMD_MATMUL = """#include <metal_stdlib>
+using namespace metal;
+kernel void mm8(device float* c [[buffer(0)]], const device float* a [[buffer(1)]], const device float* b [[buffer(2)]],
+                uint3 lid [[thread_position_in_threadgroup]]) {
+  threadgroup float ta[64], tb[64];
+  ta[lid.x] = a[lid.x]; ta[lid.x + 32] = a[lid.x + 32]; tb[lid.x] = b[lid.x]; tb[lid.x + 32] = b[lid.x + 32];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 ma, mb, mc = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  simdgroup_load(ma, ta);
+  simdgroup_load(mb, tb, 8, 0, true);
+  simdgroup_multiply_accumulate(mc, ma, mb, mc);
+  mc.thread_elements()[0] = simd_sum(mc.thread_elements().x);
+  simdgroup_store(mc, c);
+}
+"""
+
+
+@needs_check
+def test_simdgroup_matrices_are_checked():
+    check(SIMD_MATMUL)
+    with pytest.raises(CompileError, match="no matching function for call to 'simdgroup_multiply_accumulate'"):
+        check(SIMD_MATMUL.replace("(mc, ma, mb, mc)", "(mc, ma, mb)"))
+    with pytest.raises(CompileError, match="unknown type name 'simdgroup_bfloat8x8'"):
+        check(SIMD_MATMUL.replace("simdgroup_float8x8 ma, mb, mc", "simdgroup_bfloat8x8 ma, mb, mc"), "metal3.0")
+
+
 def test_missing_checker_says_how_to_install(monkeypatch):
     monkeypatch.setenv("UOPS_METAL_CLANG", "no-such-clang++")
     metal_compiler.checker.cache_clear()

@@ -11,6 +11,7 @@
  *   - as_type<T>(x) between types of different sizes
  *   - misspelt attributes ([[buffer(n)]], [[thread_position_in_threadgroup]] ...): checked
  *     with -Werror=unknown-attributes, since each known one is mapped to a harmless attribute
+ *   - SIMD-group matrices and reductions are declared (so their use is checked) but not emulated
  * Not checked here (only Metal itself can): address spaces (device/constant/threadgroup are
  * empty, so mixing them goes unnoticed), per-version features beyond bfloat (__METAL_VERSION__),
  * resource limits (threadgroup memory, buffer slots), and the exact overload set of the math
@@ -164,6 +165,44 @@ static inline void threadgroup_barrier(mem_flags) { uops_shim_barrier(); }
 #else
 static inline void threadgroup_barrier(mem_flags) {}
 #endif
+#endif
+
+/* ---- SIMD-group functions and matrices: declared for the check only ----
+   They need the 32 threads of a SIMD group in lockstep, which the shim's fibers are not, so an
+   emulated kernel that uses them fails to compile (unknown name) instead of computing wrong numbers. */
+#ifndef UOPS_GPU_SHIM_H
+void simdgroup_barrier(mem_flags);
+template <class T> T simd_sum(T);
+template <class T> T simd_max(T);
+template <class T> T simd_min(T);
+template <class T> T simd_shuffle(T, ushort);
+template <class T> T simd_shuffle_down(T, ushort);
+template <class T> T simd_shuffle_xor(T, ushort);
+template <class T, int Rows, int Cols>
+struct simdgroup_matrix {
+  typedef T elements __attribute__((ext_vector_type(2)));
+  simdgroup_matrix() = default;
+  explicit simdgroup_matrix(T value);
+  elements &thread_elements();
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+#if __METAL_VERSION__ >= 310
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+#endif
+template <class T, int R, int C>
+void simdgroup_load(simdgroup_matrix<T, R, C> &d, const T *src, ulong elements_per_row = C, ulong2 origin = 0,
+                    bool transpose = false);
+template <class T, int R, int C>
+void simdgroup_store(simdgroup_matrix<T, R, C> a, T *dst, ulong elements_per_row = C, ulong2 origin = 0,
+                     bool transpose = false);
+template <class T, int R, int K, int C>
+void simdgroup_multiply(simdgroup_matrix<T, R, C> &d, simdgroup_matrix<T, R, K> a, simdgroup_matrix<T, K, C> b);
+template <class T, class U, int R, int K, int C>
+void simdgroup_multiply_accumulate(simdgroup_matrix<T, R, C> &d, simdgroup_matrix<U, R, K> a,
+                                   simdgroup_matrix<U, K, C> b, simdgroup_matrix<T, R, C> c);
+template <class T, int R, int C>
+simdgroup_matrix<T, R, C> make_filled_simdgroup_matrix(T value);
 #endif
 
 /* ---- math: namespace metal (and metal::precise / metal::fast, the same here) ---- */
