@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from enum import Enum, auto
 from typing import Any
 
+from uops.codegen.opt import Opt, apply_opts, identity
 from uops.dtypes import AddrSpace, dtypes
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
@@ -26,30 +26,6 @@ from uops.renderer import Renderer
 
 class LoweringError(ValueError):
     """A kernel the target cannot run as written (unsupported dtype, grid too large...)."""
-
-
-# ----- kernel optimizations: the one place they plug in -----
-class OptOps(Enum):
-    UPCAST = auto()
-    UNROLL = auto()
-    LOCAL = auto()
-    THREAD = auto()
-
-
-@dataclass(frozen=True)
-class Opt:
-    op: OptOps
-    axis: int
-    amount: int
-
-
-def apply_opts(ast: UOp, opts: list[Opt], renderer: Renderer) -> UOp:
-    """Kernel optimizations (upcast, unroll, locals, threads) rewrite the AST here, before lowering."""
-    for opt in opts:
-        if not isinstance(opt, Opt):
-            raise TypeError(f"opts must be a list of Opt, got {type(opt).__name__}")
-        raise NotImplementedError(f"kernel optimization {opt} is not implemented yet (see the optimization issue)")
-    return ast
 
 
 # ----- helpers -----
@@ -64,16 +40,6 @@ def open_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
             s = s - {x for x in u.src if x.op is Ops.RANGE}
         ctx[u] = s
     return ctx
-
-
-def _reduce_identity(op: Ops, dt: Any) -> Any:
-    if op is Ops.ADD:
-        return 0
-    if op is Ops.MUL:
-        return 1
-    if op is Ops.MAX:
-        return dtypes.min(dt)
-    raise LoweringError(f"REDUCE with {op} is not supported; use ADD, MUL or MAX")
 
 
 # ----- step 1: tidy the AST -----
@@ -155,7 +121,11 @@ def _fits_grid(groups: list[list[UOp]], limits: tuple[int, ...]) -> bool:
 
 
 def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
-    """Replace output (GLOBAL) ranges. Returns the new sink, launch dims and the loop ranges created."""
+    """Replace output (GLOBAL) ranges. Returns the new sink, launch dims and the loop ranges created.
+
+    A THREAD range (CPU-style) becomes the core index ``gidx0``; LOCAL and GROUP_REDUCE ranges
+    (GPU-style) become workgroup indices, one dimension each, and then no local size is picked.
+    """
     out_ranges = sorted(
         {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GLOBAL}, key=lambda r: r.arg[0]
     )
@@ -163,6 +133,9 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
     mapping: dict[UOp, UOp] = {}
     loops: list[UOp] = []
     if ren.global_max is None:
+        for t in (u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.THREAD):
+            mapping[t] = UOp(Ops.SPECIAL, dtypes.index, (t.src[0],), "gidx0")
+            dims.global_size.append(t.src[0])
         prev: UOp | None = None
         for r in out_ranges:
             new = UOp(Ops.RANGE, r.dtype, (r.src[0],) if prev is None else (r.src[0], prev), (r.arg[0], AxisType.LOOP))
@@ -170,6 +143,13 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
             loops.append(new)
             prev = new
         return ast.substitute(mapping), dims, loops
+    explicit = sorted(
+        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] in (AxisType.LOCAL, AxisType.GROUP_REDUCE)},
+        key=lambda r: (r.arg[1] is AxisType.GROUP_REDUCE, r.arg[0]),
+    )
+    for d, lr in enumerate(explicit):
+        mapping[lr] = UOp(Ops.SPECIAL, dtypes.index, (lr.src[0],), f"lidx{d}")
+        dims.local_size.append(int(lr.src[0].arg))
     # GPU-style: at most len(global_max) launch dimensions; merge the outermost axes when there are more
     ndim = len(ren.global_max)
     groups: list[list[UOp]] = [[r] for r in out_ranges]
@@ -178,7 +158,7 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
     if not _fits_grid(groups, ren.global_max):
         groups = [out_ranges] if out_ranges else []  # one flat dimension: dimension 0 has the largest limit
     idx_by_dim: list[tuple[list[UOp], int]] = list(zip(reversed(groups), range(len(groups))))  # innermost -> dim 0
-    threads_left = ren.local_threads_max or 1
+    threads_left = 1 if explicit else ren.local_threads_max or 1
     for axes, d in idx_by_dim:
         size = axes[0].src[0]
         for a in axes[1:]:
@@ -199,7 +179,8 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
             lidx = UOp(Ops.SPECIAL, size.dtype, (UOp.const(size.dtype, local),), f"lidx{d}")
             flat = gidx * local + lidx
         dims.global_size.append(nblocks)
-        dims.local_size.append(local)
+        if not explicit:
+            dims.local_size.append(local)
         # unflatten merged axes: the last axis varies fastest
         stride: UOp | None = None
         for a in reversed(axes):
@@ -209,6 +190,45 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
     return ast.substitute(mapping), dims, loops
 
 
+# ----- step 2b: grouped reductions combine through local memory -----
+def lower_groups(ast: UOp) -> UOp:
+    """A REDUCE over a GROUP_REDUCE range: each workgroup thread reduces its share into a register, writes it
+    to local memory, and after a barrier every thread combines the shares; only thread 0 of the group writes
+    the outputs."""
+    groups = sorted(
+        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GROUP_REDUCE}, key=lambda r: r.arg[0]
+    )
+    if not groups:
+        return ast
+    g = groups[0]
+    size = int(g.src[0].arg)
+    next_id = 1 + max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE)
+    # the other workgroup axes (LOCAL) compute other outputs: each has its own row of shares
+    row: UOp = UOp.const(dtypes.index, 0)
+    rows = 1
+    for lr in sorted(
+        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOCAL}, key=lambda r: r.arg[0]
+    ):
+        row, rows = row * lr.src[0] + lr, rows * int(lr.src[0].arg)
+    mapping: dict[UOp, UOp] = {}
+    for n, red in enumerate(u for u in ast.toposort() if u.op is Ops.REDUCE and g in u.src[1:]):
+        rest = tuple(x for x in red.src[1:] if x is not g)
+        partial = UOp(Ops.REDUCE, red.dtype, (red.src[0], *rest), red.arg) if rest else red.src[0]
+        smem = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(size * rows, AddrSpace.LOCAL), (), n)
+        bar = UOp(Ops.BARRIER, dtypes.void, (smem.index(row * size + g).store(partial),))
+        c = UOp.range(size, next_id + n, AxisType.REDUCE)
+        mapping[red] = UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(row * size + c).load().reduce(c, op=red.arg)
+    sink = ast.substitute(mapping)
+    first = g.eq(0)
+    stores = [
+        st.replace(src=(st.src[0].replace(src=(*st.src[0].src[:2], first if len(st.src[0].src) == 2 else
+                                                  st.src[0].src[2] & first)), st.src[1]))
+        if st.op is Ops.STORE else st
+        for st in sink.src
+    ]  # fmt: skip
+    return UOp.sink(*stores, arg=sink.arg)
+
+
 # ----- step 3: reductions -> accumulators -----
 @dataclass
 class _ReduceCtx:
@@ -216,36 +236,61 @@ class _ReduceCtx:
     count: int = 0
 
 
-def _lower_reduce(ctx: _ReduceCtx, red: UOp) -> UOp:
-    val, rranges = red.src[0], sorted(red.src[1:], key=lambda r: r.arg[0])
-    op, dt = red.arg, red.dtype
-    ident = UOp.const(dt, _reduce_identity(op, dt))
+def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
+    """REDUCEs over the same ranges share one loop nest and one accumulator array (a lane each)."""
+    rranges = sorted(members[0].src[1:], key=lambda r: r.arg[0])
+    if not rranges:
+        return {m: m.src[0] for m in members}
+    dt = members[0].dtype
     own = set(rranges)
-    outer = set(open_ranges(val)[val]) - own
+    outer: set[UOp] = set()
+    for m in members:
+        outer |= set(open_ranges(m.src[0])[m.src[0]]) - own
     deps = sorted(outer | set(ctx.loops), key=lambda r: r.arg[0])
-    acc = UOp(Ops.DEFINE_REG, dt.ptr(1, AddrSpace.REG), (), ctx.count)
+    acc = UOp(Ops.DEFINE_REG, dt.ptr(len(members), AddrSpace.REG), (), ctx.count)
     ctx.count += 1
-    zero = UOp.const(dtypes.index, 0)
     acc_before = UOp(Ops.AFTER, acc.dtype, (acc, *deps)) if deps else acc
-    init = acc_before.index(zero).store(ident)
+    lane = [UOp.const(dtypes.index, i) for i in range(len(members))]
+    inits = tuple(acc_before.index(lane[i]).store(identity(m.arg, dt)) for i, m in enumerate(members))
+    # a barrier the values read after (a grouped reduction's combine) must come before the loop opens
+    barriers = {x for m in members for x in m.src[0].toposort() if x.op is Ops.BARRIER}
     mapping: dict[UOp, UOp] = {}
-    prev = init
+    prev: tuple[UOp, ...] = (*inits, *sorted(barriers, key=lambda b: b.src[0].src[0].src[0].arg))
     for r in rranges:
-        new = UOp(Ops.RANGE, r.dtype, (r.src[0], prev), (r.arg[0], AxisType.REDUCE))
+        new = UOp(Ops.RANGE, r.dtype, (r.src[0], *prev), (r.arg[0], AxisType.REDUCE))
         mapping[r] = new
-        prev = new
-    new_val = val.substitute(mapping)
-    inner = mapping[rranges[-1]] if rranges else init
-    acc_in = UOp(Ops.AFTER, acc.dtype, (acc, inner))
-    cur = acc_in.index(zero).load()
-    upd = acc_in.index(zero).store(cur.alu(op, new_val))
-    closed: UOp = upd
-    for r in reversed(rranges):
+        prev = (new,)
+    acc_in = UOp(Ops.AFTER, acc.dtype, (acc, mapping[rranges[-1]]))
+    upds = []
+    for i, m in enumerate(members):
+        cur = acc_in.index(lane[i]).load()
+        upds.append(acc_in.index(lane[i]).store(cur.alu(m.arg, m.src[0].substitute(mapping))))
+    closed = UOp(Ops.END, dtypes.void, (*upds, mapping[rranges[-1]]))
+    for r in reversed(rranges[:-1]):
         closed = closed.end(mapping[r])
-    return UOp(Ops.AFTER, acc.dtype, (acc, closed)).index(zero).load()
+    done = UOp(Ops.AFTER, acc.dtype, (acc, closed))
+    return {m: done.index(lane[i]).load() for i, m in enumerate(members)}
 
 
-pm_lower_reduce = PatternMatcher([(UPat(Ops.REDUCE, name="red"), _lower_reduce)])
+def lower_reduces(sink: UOp, loops: list[UOp]) -> UOp:
+    """Innermost reductions first; those over the same ranges (UPCAST and UNROLL lanes) share a loop."""
+    ctx = _ReduceCtx(loops)
+    while True:
+        has_red: dict[UOp, bool] = {}
+        inner: list[UOp] = []
+        for u in sink.toposort():
+            has_red[u] = any(has_red[s] or s.op is Ops.REDUCE for s in u.src)
+            if u.op is Ops.REDUCE and not has_red[u.src[0]] and u.src[0].op is not Ops.REDUCE:
+                inner.append(u)
+        if not inner:
+            return sink
+        by_ranges: dict[tuple[Any, ...], list[UOp]] = {}
+        for u in inner:
+            by_ranges.setdefault((u.dtype, *sorted(u.src[1:], key=lambda r: r.arg[0])), []).append(u)
+        mapping: dict[UOp, UOp] = {}
+        for members in by_ranges.values():
+            mapping.update(_lower_reduce_group(ctx, members))
+        sink = sink.substitute(mapping)
 
 
 # ----- step 4: close output loops -----
@@ -314,8 +359,9 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     params = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL]
     ast = apply_opts(ast, opts or [], ren)
     ast = graph_rewrite(ast, _tidy_matcher())
+    ast = lower_groups(ast)
     sink, dims, loops = lower_axes(ast, ren)
-    sink = graph_rewrite(sink, pm_lower_reduce, ctx=_ReduceCtx(loops), bottom_up=True)
+    sink = lower_reduces(sink, loops)
     sink = close_loops(sink, loops)
     sink = graph_rewrite(sink, _final_matcher(ren.supported_ops, ren.extra_matcher))
     sink = narrow_index(sink)

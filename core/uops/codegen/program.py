@@ -13,8 +13,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from uops.codegen.heuristics import hand_coded_opts
 from uops.codegen.linearizer import linearize
-from uops.codegen.lowerer import Opt, full_rewrite_to_sink
+from uops.codegen.lowerer import full_rewrite_to_sink
+from uops.codegen.opt import Opt
 from uops.compiler import Compiler
 from uops.dtypes import PtrDType, dtypes
 from uops.ir.ops import AxisType, GroupOp, Ops
@@ -108,6 +110,7 @@ class ProgramSpec:
     ins: list[int]  # buffer slots read
     buffers: dict[int, str] = field(default_factory=dict)  # slot -> dtype name
     estimates: Estimates = field(default_factory=Estimates)
+    opts: list[Opt] = field(default_factory=list)  # the kernel optimizations applied
 
     @property
     def var_names(self) -> list[str]:
@@ -151,6 +154,7 @@ class ProgramSpec:
             "ins": list(self.ins),
             "buffers": {str(k): v for k, v in self.buffers.items()},
             "estimates": [self.estimates.ops, self.estimates.bytes_read, self.estimates.bytes_written],
+            "opts": [o.to_data() for o in self.opts],
         }
 
     @staticmethod
@@ -176,6 +180,7 @@ class ProgramSpec:
             ins=list(d["ins"]),
             buffers={int(k): v for k, v in d["buffers"].items()},
             estimates=Estimates(*d["estimates"]),
+            opts=[Opt.from_data(o) for o in d.get("opts", [])],
         )
 
     def to_json(self) -> str:
@@ -231,7 +236,9 @@ def _estimate(uops: list[UOp], threads: int) -> Estimates:
 
 
 def get_program(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None) -> ProgramSpec:
-    """Kernel AST -> compiled ProgramSpec for ``renderer``'s target."""
+    """Kernel AST -> compiled ProgramSpec for ``renderer``'s target; ``opts=None``: the default heuristics."""
+    if opts is None:
+        opts = hand_coded_opts(ast, renderer)
     sink, dims = full_rewrite_to_sink(ast, renderer, opts)
     prg = full_rewrite_to_program(sink, renderer, compiler, kernel_name(ast))
     _, lin, source, binary = prg.src
@@ -256,6 +263,7 @@ def get_program(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt
         ins=ins,
         buffers=buffers,
         estimates=_estimate(uops, threads),
+        opts=list(opts),
     )
 
 
@@ -291,5 +299,7 @@ def format_stages(prg: UOp) -> str:
 
 def program_stages(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None) -> UOp:
     """The PROGRAM node of ``ast`` in its final form (for printing its stages)."""
+    if opts is None:
+        opts = hand_coded_opts(ast, renderer)
     sink, _ = full_rewrite_to_sink(ast, renderer, opts)
     return full_rewrite_to_program(sink, renderer, compiler, kernel_name(ast))

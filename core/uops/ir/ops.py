@@ -87,6 +87,8 @@ class AxisType(Enum):
     REDUCE = auto()  # reduction axis
     UPCAST = auto()  # unrolled into vector lanes
     UNROLL = auto()  # unrolled reduction
+    THREAD = auto()  # output axis split across CPU cores
+    GROUP_REDUCE = auto()  # reduction axis split across the threads of a workgroup
 
 
 class GroupOp:

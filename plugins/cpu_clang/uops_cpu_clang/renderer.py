@@ -1,17 +1,37 @@
 """C for the host CPU: a small subclass of the core CStyleRenderer.
 
-Every output axis is a loop (no launch grid). Kernels use only compiler builtins, so they
-need no libc headers. bfloat16 has no C type on clang 14 for x86; kernels that use it get a
-clear error from the lowering instead of wrong results.
+Every output axis is a loop; a THREAD axis becomes the ``core_id`` parameter, one call per
+chunk. Kernels use only compiler builtins, so they need no libc headers. bfloat16 has no C
+type on clang 14 for x86; kernels that use it get a clear error from the lowering instead of
+wrong results.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 
 from uops.dtypes import dtypes
+from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
+
+
+def cpu_threads() -> int:
+    """Worker threads for THREADed kernels: ``UOPS_THREADS``, else the cores this process may use."""
+    env = os.environ.get("UOPS_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"UOPS_THREADS must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"UOPS_THREADS must be a positive integer, got {n}")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 class ClangRenderer(CStyleRenderer):
@@ -21,9 +41,22 @@ class ClangRenderer(CStyleRenderer):
     local_max = None
     unsupported_dtypes = frozenset({dtypes.bfloat16})
 
+    @property
+    def threads(self) -> int:
+        """Cores a THREAD axis is split across (read by the heuristics)."""
+        return cpu_threads()
+
     def render_bitcast(self, x: str, src, dst) -> str:
         # C has no bit_cast; a compound-literal union is well defined in C99 and folds to a move
         return f"((union {{ {self.render_dtype(src)} a; {self.render_dtype(dst)} b; }}){{.a = {x}}}).b"
 
+    def render_special(self, u: UOp) -> str:
+        if u.arg != "gidx0":
+            raise ValueError(f"ClangRenderer: the only launch index of a CPU kernel is gidx0 (its core), got {u.arg!r}")
+        return "core_id"
+
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
+        # a THREADed kernel takes its chunk number last; the runtime calls it once per chunk
+        if any(u.op is Ops.SPECIAL for u in uops):
+            params = [*params, "int core_id"]
         return f"void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"

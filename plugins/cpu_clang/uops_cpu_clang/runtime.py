@@ -7,17 +7,20 @@ another machine, from a serialised ProgramSpec) and dlopens them.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import re
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from uops.runtime import Buffer, HostAllocator, Program, Runtime
+from uops_cpu_clang.renderer import cpu_threads
 
-__all__ = ["ClangProgram", "ClangRuntime"]
+__all__ = ["ClangProgram", "ClangRuntime", "cpu_threads"]
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -32,11 +35,26 @@ def _address(buf: Any) -> int:
     raise TypeError(f"a CPU kernel argument must be a buffer handle (numpy array), a Buffer or an address, got {buf!r}")
 
 
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def _workers() -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    n = cpu_threads()
+    if _pool is None or _pool_size != n:
+        if _pool is not None:
+            _pool.shutdown(wait=False)
+        _pool, _pool_size = ThreadPoolExecutor(max_workers=n, thread_name_prefix="uops-cpu"), n
+    return _pool
+
+
 class ClangProgram(Program):
     """One function of a loaded shared library; buffer pointers first, then int32 vals.
 
-    CPU kernels loop over their whole index space, so ``global_size``/``local_size`` are
-    accepted for the common launch signature and not used.
+    A kernel with a THREAD axis has ``global_size[0]`` chunks and takes the chunk number as a
+    last int argument; the chunks run on ``cpu_threads()`` workers (ctypes releases the GIL
+    during each call), the calling thread taking one share. Other kernels run on the caller.
     """
 
     def __init__(self, name: str, lib: bytes) -> None:
@@ -83,12 +101,29 @@ class ClangProgram(Program):
             if not _INT32_MIN <= iv <= _INT32_MAX:
                 raise ValueError(f"{self.name}: kernel variable value {v} does not fit in int32")
             args.append(ctypes.c_int32(iv))
-        if wait:
-            t0 = time.perf_counter()
+        chunks = math.prod(global_size)
+        t0 = time.perf_counter()
+        if chunks <= 1:
             self._fxn(*args)
-            return time.perf_counter() - t0
-        self._fxn(*args)
-        return None
+        else:
+            self._run_chunks(args, chunks)
+        return time.perf_counter() - t0 if wait else None
+
+    def _run_chunks(self, args: list[Any], chunks: int) -> None:
+        workers = min(cpu_threads(), chunks)
+        if workers == 1:
+            for c in range(chunks):
+                self._fxn(*args, ctypes.c_int32(c))
+            return
+
+        def share(w: int) -> None:
+            for c in range(w, chunks, workers):
+                self._fxn(*args, ctypes.c_int32(c))
+
+        futs = [_workers().submit(share, w) for w in range(1, workers)]
+        share(0)
+        for f in futs:
+            f.result()
 
 
 class ClangRuntime(Runtime):

@@ -119,10 +119,15 @@ def _cast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
 class _Ptr:
     """A pointer value: an array, per-thread element indices, an optional gate."""
 
-    __slots__ = ("arr", "idx", "gate", "per_thread")
+    __slots__ = ("arr", "idx", "gate", "rows")
 
-    def __init__(self, arr: np.ndarray, idx: np.ndarray, gate: np.ndarray | None, per_thread: bool) -> None:
-        self.arr, self.idx, self.gate, self.per_thread = arr, idx, gate, per_thread
+    def __init__(self, arr: np.ndarray, idx: np.ndarray, gate: np.ndarray | None, rows: np.ndarray | None) -> None:
+        # rows: per thread, its row of a register file (one per thread) or of local memory (one per workgroup)
+        self.arr, self.idx, self.gate, self.rows = arr, idx, gate, rows
+
+    @property
+    def per_thread(self) -> bool:
+        return self.rows is not None
 
 
 class PythonProgram(Program):
@@ -163,6 +168,7 @@ class PythonProgram(Program):
         lsz = (*lsz, 1, 1, 1)[:3]
         n = math.prod(gsz) * math.prod(lsz)
         tid = np.arange(n, dtype=np.int64)
+        group = math.prod(lsz)  # threads per workgroup: the lidx vary fastest
         special: dict[str, np.ndarray] = {}
         rest = tid
         for d in range(3):
@@ -192,7 +198,8 @@ class PythonProgram(Program):
                 assert isinstance(dt, PtrDType)
                 v[u] = np.zeros((n, dt.size), dtype=_np(dt.base))
             elif op is Ops.DEFINE_LOCAL:
-                raise InterpreterError("the PYTHON backend declares no local memory; DEFINE_LOCAL is a lowering bug")
+                assert isinstance(dt, PtrDType)
+                v[u] = np.zeros((n // group, dt.size), dtype=_np(dt.base))
             elif op is Ops.CONST:
                 v[u] = np.asarray(u.arg, dtype=_np(dt))
             elif op is Ops.SPECIAL:
@@ -218,12 +225,9 @@ class PythonProgram(Program):
             elif op is Ops.INDEX:
                 base = v[src[0]]
                 gate = np.broadcast_to(v[src[2]], (n,)) if len(src) == 3 else None
-                per_thread = (
-                    isinstance(src[0].dtype, PtrDType)
-                    and src[0].dtype.addrspace is not None
-                    and (_root_op(src[0]) is Ops.DEFINE_REG)
-                )
-                v[u] = _Ptr(base, np.broadcast_to(v[src[1]], (n,)).astype(np.int64), gate, per_thread)
+                root = _root_op(src[0])
+                rows = tid if root is Ops.DEFINE_REG else tid // group if root is Ops.DEFINE_LOCAL else None
+                v[u] = _Ptr(base, np.broadcast_to(v[src[1]], (n,)).astype(np.int64), gate, rows)
             elif op is Ops.LOAD:
                 p: _Ptr = v[src[0]]
                 idx = p.idx if p.gate is None else np.where(p.gate, p.idx, 0)
@@ -233,7 +237,7 @@ class PythonProgram(Program):
                 if p.arr.shape[-1] == 0:
                     raw = np.zeros(n, dtype=p.arr.dtype)
                 else:
-                    raw = p.arr[tid, idx] if p.per_thread else p.arr[idx]
+                    raw = p.arr[p.rows, idx] if p.rows is not None else p.arr[idx]
                 if not p.per_thread and dt.scalar() == dtypes.bfloat16:
                     raw = bf16_to_f32(raw)
                 raw = raw.astype(_np(dt), copy=False)
@@ -246,8 +250,8 @@ class PythonProgram(Program):
                     sel &= m
                 idx = p.idx[sel]
                 self._check_bounds(p, idx, u)
-                if p.per_thread:
-                    p.arr[tid[sel], idx] = val[sel]
+                if p.rows is not None:
+                    p.arr[p.rows[sel], idx] = val[sel]
                 else:
                     store_dt = src[1].dtype
                     out = f32_to_bf16(val[sel]) if store_dt.scalar() == dtypes.bfloat16 else val[sel]

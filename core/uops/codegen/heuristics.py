@@ -1,0 +1,173 @@
+"""Hand-written default opts per renderer kind: what a kernel gets without search.
+
+The choices read the kernel's shapes and the strides of its loads along each axis:
+
+- an output axis along which some load is broadcast (stride 0) inside a reduction is upcast:
+  each loaded value is reused by every lane (matmul: rows reuse B, columns reuse A, giving a
+  register tile); the contiguous one gets the most lanes so the compiler can vectorize it;
+- an output axis that the reduction's loads walk with stride 1 while the reduce axis strides
+  (a sum over axis 0) is upcast, so each pass reads whole cache lines;
+- a reduce axis read with stride 1 is unrolled into separate accumulators (vectorizable sums);
+- CPU-style: big kernels are split across cores on their outermost axis that has room (THREAD);
+- GPU-style: outputs get a workgroup on the contiguous axis (LOCAL); a reduction with few
+  outputs is grouped across the workgroup (GROUP) instead.
+
+Every candidate is applied in turn and kept only when it fits (``OptError`` otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from uops.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, reduce_axes
+from uops.ir.ops import Ops
+from uops.ir.uop import UOp
+from uops.renderer import Renderer
+
+#: output lanes x accumulators a CPU kernel may keep in registers (16 ymm of 8 floats, with room left)
+CPU_LANES = 64
+#: work (output elements x reduce length) below which a kernel is not worth splitting across cores
+THREAD_MIN_WORK = 1 << 16
+
+_EVAL: dict[Ops, Callable[..., int]] = {
+    Ops.ADD: lambda a, b: a + b,
+    Ops.SUB: lambda a, b: a - b,
+    Ops.MUL: lambda a, b: a * b,
+    Ops.IDIV: lambda a, b: int(a / b) if b else 0,
+    Ops.MOD: lambda a, b: a - int(a / b) * b if b else 0,
+    Ops.MAX: max,
+    Ops.NEG: lambda a: -a,
+    Ops.CMPLT: lambda a, b: int(a < b),
+    Ops.CMPNE: lambda a, b: int(a != b),
+    Ops.AND: lambda a, b: a & b,
+    Ops.OR: lambda a, b: a | b,
+    Ops.WHERE: lambda c, a, b: a if c else b,
+    Ops.CAST: lambda a: a,
+}
+
+
+def _eval(u: UOp, at: dict[UOp, int], memo: dict[UOp, int | None]) -> int | None:
+    """An index expression at integer range values (other ranges and variables at 0); None when unknown."""
+    if u in memo:
+        return memo[u]
+    out: int | None
+    if u.op is Ops.CONST:
+        out = int(u.arg)
+    elif u.op in (Ops.RANGE, Ops.DEFINE_VAR):
+        out = at.get(u, 0)
+    elif u.op in _EVAL:
+        args = [_eval(s, at, memo) for s in u.src]
+        out = None if any(a is None for a in args) else _EVAL[u.op](*args)
+    else:
+        out = None
+    memo[u] = out
+    return out
+
+
+def stride(idx: UOp, r: UOp) -> int | None:
+    """How far ``idx`` moves when range ``r`` steps from 0 to 1 (None when it cannot tell)."""
+    a, b = _eval(idx, {}, {}), _eval(idx, {r: 1}, {})
+    return None if a is None or b is None else b - a
+
+
+def _loads(ast: UOp) -> list[UOp]:
+    return [u.src[0].src[1] for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+
+
+def _size(r: UOp) -> int | None:
+    return int(r.src[0].arg) if r.src[0].op is Ops.CONST else None
+
+
+def _divisor(size: int, choices: tuple[int, ...]) -> int | None:
+    for c in choices:
+        if c <= size and size % c == 0:
+            return c
+    return None
+
+
+def _try(ast: UOp, opts: list[Opt], opt: Opt, ren: Renderer) -> UOp:
+    try:
+        out = apply_opt(ast, opt, ren)
+    except OptError:
+        return ast
+    opts.append(opt)
+    return out
+
+
+def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
+    """The default opts for ``ast`` on ``ren``'s kind of target."""
+    if ren.device == "PYTHON":
+        return []  # an interpreter runs every lane in lockstep already: opts only add uops
+    opts: list[Opt] = []
+    outs, reds = output_axes(ast), reduce_axes(ast)
+    loads = _loads(ast)
+    gpu = ren.global_max is not None
+    red_len = math.prod(s for r in reds if (s := _size(r)) is not None)
+    lanes = 1
+    if reds:
+        # register tile: output axes whose loads are reused across lanes, the contiguous one widest
+        reuse = [
+            (i, r)
+            for i, r in enumerate(outs)
+            if _size(r) is not None and any(stride(x, r) == 0 for x in loads) and len(outs) > 1
+        ]
+        contiguous = {i for i, r in enumerate(outs) if any(stride(x, r) == 1 for x in loads)}
+        order = sorted(reuse, key=lambda ir: ir[0] in contiguous)
+        for i, r in order:
+            size = _size(r) or 1
+            want = (16, 8, 4, 2) if i in contiguous and not gpu else (4, 2)
+            amt = _divisor(size, tuple(a for a in want if lanes * a <= CPU_LANES))
+            if amt is not None:
+                before = len(opts)
+                ast = _try(ast, opts, Opt(OptOps.UPCAST, i, amt), ren)
+                lanes *= amt if len(opts) > before else 1
+        red_contig = any(stride(x, r) == 1 for x in loads for r in reds)
+        if not red_contig and not gpu:
+            # a sum over a strided axis: take whole cache lines of the contiguous output axis per pass
+            for i in sorted(contiguous, reverse=True):
+                if any(o.op is OptOps.UPCAST and o.axis == i for o in opts):
+                    continue
+                amt = _divisor(_size(outs[i]) or 1, tuple(a for a in (16, 8, 4) if lanes * a <= CPU_LANES))
+                if amt is not None:
+                    before = len(opts)
+                    ast = _try(ast, opts, Opt(OptOps.UPCAST, i, amt), ren)
+                    lanes *= amt if len(opts) > before else 1
+                break
+        if gpu:
+            n_out = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None)
+            if n_out <= 2048 and red_len >= 256:
+                for j, r in enumerate(reduce_axes(ast)):
+                    amt = _divisor(_size(r) or 1, (256, 128, 64, 32, 16))
+                    if amt is not None:
+                        op = OptOps.GROUP if any(stride(x, r) == 1 for x in loads) else OptOps.GROUPTOP
+                        ast = _try(ast, opts, Opt(op, j, amt), ren)
+                        break
+        else:
+            for j, r in enumerate(reds):
+                if any(stride(x, r) == 1 for x in loads) and lanes < CPU_LANES:
+                    amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if lanes * a <= CPU_LANES))
+                    if amt is not None and (_size(r) or 0) >= 4 * amt:
+                        before = len(opts)
+                        ast = _try(ast, opts, Opt(OptOps.UNROLL, j, amt), ren)
+                        lanes *= amt if len(opts) > before else 1
+                    break
+    if gpu:
+        cur = output_axes(ast)
+        for i in reversed(range(len(cur))):
+            n = _size(cur[i])
+            if n is not None and n >= 2 and not any(o.op in (OptOps.GROUP, OptOps.GROUPTOP) for o in opts):
+                amt = _divisor(n, (128, 64, 32, 16, 8, 4, 2)) or (128 if n > 128 else None)
+                if amt is not None:
+                    ast = _try(ast, opts, Opt(OptOps.LOCAL, i, amt), ren)
+                break
+        return opts
+    threads = int(getattr(ren, "threads", 1))
+    work = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None) * max(red_len, 1) * lanes
+    if threads > 1 and work >= THREAD_MIN_WORK:
+        for i, r in enumerate(output_axes(ast)):
+            n = _size(r)
+            if n is not None and n >= threads:
+                ast = _try(ast, opts, Opt(OptOps.THREAD, i, threads), ren)
+                break
+    return opts

@@ -1,0 +1,233 @@
+"""Kernel optimizations: each ``Opt`` rewrites the ranges of a kernel AST before lowering.
+
+An opt splits one axis in two: ``r -> outer * amount + part`` (``part`` inner) or, for THREAD and
+GROUPTOP, ``r -> part * ceil(N / amount) + outer`` (``part`` outer, so each thread owns one
+contiguous chunk). The outer piece keeps the axis id and kind, so axis numbers stay stable as opts
+compose; ``part`` gets a fresh id and the opt's kind. When ``amount`` does not divide the size the
+split is masked: reads and writes that depend on the axis are gated by ``r < N`` and reduced
+values outside it contribute the identity, so odd sizes are never wrong.
+
+After the splits, ``expand`` removes the register axes: an UPCAST axis becomes one STORE per lane,
+an UNROLL axis becomes one partial reduction per lane (separate accumulators, combined after the
+loop). The lowering then shares one loop between the reductions over the same ranges, which is what
+register tiling needs. LOCAL and GROUP axes become workgroup indices (GPU-style renderers); a GROUP
+reduction combines its partials through local memory (see ``lower_groups`` in the lowerer). THREAD
+axes become the core index of CPU kernels.
+
+Axis numbers: UPCAST, LOCAL and THREAD take the index of an output axis (GLOBAL ranges by id);
+UNROLL, GROUP and GROUPTOP the index of a reduce axis (REDUCE ranges by id).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any
+
+from uops.dtypes import dtypes
+from uops.ir.ops import AxisType, Ops
+from uops.ir.uop import UOp
+from uops.renderer import Renderer
+
+
+class OptOps(Enum):
+    UPCAST = auto()  # output axis into registers (one store per lane)
+    UNROLL = auto()  # reduce axis into separate accumulators
+    LOCAL = auto()  # output axis into the workgroup (GPU-style)
+    GROUP = auto()  # reduce axis across workgroup threads, interleaved (GPU-style)
+    GROUPTOP = auto()  # reduce axis across workgroup threads, one contiguous chunk each (GPU-style)
+    THREAD = auto()  # output axis across CPU cores, one contiguous chunk each
+
+
+class OptError(ValueError):
+    """An opt that does not fit this kernel or target; the message says why (search skips it)."""
+
+
+@dataclass(frozen=True)
+class Opt:
+    op: OptOps
+    axis: int
+    amount: int
+
+    def __repr__(self) -> str:
+        return f"Opt({self.op.name}, {self.axis}, {self.amount})"
+
+    def to_data(self) -> list[Any]:
+        return [self.op.name, self.axis, self.amount]
+
+    @staticmethod
+    def from_data(d: list[Any]) -> Opt:
+        return Opt(OptOps[d[0]], int(d[1]), int(d[2]))
+
+
+_OUTPUT_OPS = (OptOps.UPCAST, OptOps.LOCAL, OptOps.THREAD)
+_KIND = {
+    OptOps.UPCAST: AxisType.UPCAST,
+    OptOps.UNROLL: AxisType.UNROLL,
+    OptOps.LOCAL: AxisType.LOCAL,
+    OptOps.GROUP: AxisType.GROUP_REDUCE,
+    OptOps.GROUPTOP: AxisType.GROUP_REDUCE,
+    OptOps.THREAD: AxisType.THREAD,
+}
+#: the most lanes UPCAST (and UNROLL) may make: beyond it the kernel is all registers and spills
+MAX_LANES = 256
+#: workgroup limits for GPU-style renderers that declare none (the PYTHON interpreter)
+_DEFAULT_LOCAL_MAX = (1024, 1024, 64)
+_DEFAULT_LOCAL_THREADS = 1024
+
+
+def axes_of(ast: UOp, kind: AxisType) -> list[UOp]:
+    """The ranges of one kind, by axis id."""
+    return sorted({u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is kind}, key=lambda r: r.arg[0])
+
+
+def output_axes(ast: UOp) -> list[UOp]:
+    return axes_of(ast, AxisType.GLOBAL)
+
+
+def reduce_axes(ast: UOp) -> list[UOp]:
+    return axes_of(ast, AxisType.REDUCE)
+
+
+def identity(op: Ops, dt: Any) -> UOp:
+    """The value that leaves a reduction unchanged."""
+    if op is Ops.ADD:
+        return UOp.const(dt, 0)
+    if op is Ops.MUL:
+        return UOp.const(dt, 1)
+    if op is Ops.MAX:
+        return UOp.const(dt, dtypes.min(dt))
+    raise OptError(f"REDUCE with {op} has no identity; use ADD, MUL or MAX")
+
+
+def _lanes(ast: UOp, kinds: tuple[AxisType, ...]) -> int:
+    n = 1
+    for k in kinds:
+        for r in axes_of(ast, k):
+            n *= int(r.src[0].arg)
+    return n
+
+
+def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool) -> UOp:
+    """Split range ``r`` into an outer part (same id and kind) and a part of ``amount`` of ``kind``."""
+    if r.src[0].op is not Ops.CONST:
+        raise OptError(f"axis {r.arg[0]} has a symbolic size; opts need a constant size")
+    size = int(r.src[0].arg)
+    if amount < 2:
+        raise OptError(f"amount must be at least 2, got {amount}")
+    if amount > size:
+        raise OptError(f"amount {amount} is larger than axis {r.arg[0]} (size {size})")
+    n_outer = -(-size // amount)
+    new_id = 1 + max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE)
+    outer = UOp.range(n_outer, r.arg[0], r.arg[1])
+    part = UOp.range(amount, new_id, kind)
+    expr = part * n_outer + outer if top else outer * amount + part
+    valid = expr < size if size % amount else None
+    memo: dict[UOp, UOp] = {r: expr}
+    dep: set[UOp] = {r}
+    for u in ast.toposort():
+        if u in memo:
+            continue
+        depends = any(s in dep for s in u.src)
+        if depends:
+            dep.add(u)
+        if u.op is Ops.REDUCE and r in u.src[1:]:
+            val = memo[u.src[0]]
+            if valid is not None:
+                val = valid.where(val, identity(u.arg, u.dtype))
+            rngs = tuple(x for x in u.src[1:] if x is not r) + (outer, part)
+            memo[u] = UOp(Ops.REDUCE, u.dtype, (val, *rngs), u.arg)
+            continue
+        new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
+        if valid is not None and u.op in (Ops.LOAD, Ops.STORE) and u.src[0] in dep:
+            new = _gate(new, valid)
+        memo[u] = new
+    return memo[ast]
+
+
+def _gate(u: UOp, valid: UOp) -> UOp:
+    idx = u.src[0]
+    gate = valid if len(idx.src) == 2 else idx.src[2] & valid
+    gidx = UOp(Ops.INDEX, idx.dtype, (idx.src[0], idx.src[1], gate))
+    if u.op is Ops.STORE:
+        return UOp(Ops.STORE, u.dtype, (gidx, u.src[1]))
+    pad = u.src[1] if len(u.src) == 2 else UOp.const(u.dtype, 0)
+    return UOp(Ops.LOAD, u.dtype, (gidx, pad))
+
+
+def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
+    """One opt on an AST (before ``expand``); raises OptError when it does not fit."""
+    if not isinstance(opt, Opt):
+        raise TypeError(f"opts must be a list of Opt, got {type(opt).__name__}")
+    axes = output_axes(ast) if opt.op in _OUTPUT_OPS else reduce_axes(ast)
+    what = "output" if opt.op in _OUTPUT_OPS else "reduce"
+    if not 0 <= opt.axis < len(axes):
+        raise OptError(f"{opt}: the kernel has {len(axes)} {what} axes, no axis {opt.axis}")
+    gpu = ren.global_max is not None
+    if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP):
+        if not gpu:
+            raise OptError(f"{opt}: {ren.device} renders loops, it has no workgroups (use THREAD)")
+        local_max = ren.local_max or _DEFAULT_LOCAL_MAX
+        threads = _lanes(ast, (AxisType.LOCAL, AxisType.GROUP_REDUCE)) * opt.amount
+        if threads > (ren.local_threads_max or _DEFAULT_LOCAL_THREADS):
+            raise OptError(f"{opt}: {threads} threads per workgroup exceed {ren.device}'s limit")
+        n_local = len(axes_of(ast, AxisType.LOCAL)) + len(axes_of(ast, AxisType.GROUP_REDUCE))
+        if n_local >= len(local_max) or opt.amount > local_max[n_local]:
+            raise OptError(f"{opt}: {ren.device} has no room for another workgroup dimension of {opt.amount}")
+    if opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
+        if axes_of(ast, AxisType.GROUP_REDUCE):
+            raise OptError(f"{opt}: only one reduce axis can be grouped")
+        red = [u for u in ast.toposort() if u.op is Ops.REDUCE and axes[opt.axis] in u.src[1:]]
+        own = set(red[0].src[1:])
+        inner = {x for x in red[0].src[0].toposort() if x.op is Ops.RANGE and x.arg[1] is AxisType.REDUCE}
+        if inner - own - {y for u in red[0].src[0].toposort() if u.op is Ops.REDUCE for y in u.src[1:]}:
+            raise OptError(f"{opt}: the reduction sits inside another reduction's loop")
+        if ren.shared_max and opt.amount * red[0].dtype.itemsize * 64 > ren.shared_max:
+            raise OptError(f"{opt}: the combine needs more local memory than {ren.device} has")
+    if opt.op is OptOps.THREAD:
+        if gpu:
+            raise OptError(f"{opt}: THREAD is for CPU-style renderers; {ren.device} launches a grid (use LOCAL)")
+        if axes_of(ast, AxisType.THREAD):
+            raise OptError(f"{opt}: the kernel is already split across threads")
+    if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
+        lanes = _lanes(ast, (AxisType.UPCAST, AxisType.UNROLL)) * opt.amount
+        if lanes > MAX_LANES:
+            raise OptError(f"{opt}: {lanes} register lanes exceed the limit of {MAX_LANES}")
+    top = opt.op in (OptOps.THREAD, OptOps.GROUPTOP)
+    return split_axis(ast, axes[opt.axis], opt.amount, _KIND[opt.op], top)
+
+
+def expand(ast: UOp) -> UOp:
+    """Replace UNROLL axes by one partial reduction per lane and UPCAST axes by one store per lane."""
+    memo: dict[UOp, UOp] = {}
+    for u in ast.toposort():
+        new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
+        if u.op is Ops.REDUCE:
+            unroll = [x for x in u.src[1:] if x.arg[1] is AxisType.UNROLL]
+            if unroll:
+                rest = tuple(x for x in u.src[1:] if x.arg[1] is not AxisType.UNROLL)
+                parts = []
+                for vals in itertools.product(*(range(int(x.src[0].arg)) for x in unroll)):
+                    v = new.src[0].substitute({x: UOp.const(x.dtype, i) for x, i in zip(unroll, vals)})
+                    parts.append(UOp(Ops.REDUCE, u.dtype, (v, *rest), u.arg) if rest else v)
+                new = functools.reduce(lambda a, b: a.alu(u.arg, b), parts)
+        memo[u] = new
+    sink = memo[ast]
+    stores: list[UOp] = []
+    for st in sink.src:
+        ups = [x for x in st.toposort() if x.op is Ops.RANGE and x.arg[1] is AxisType.UPCAST]
+        ups.sort(key=lambda x: x.arg[0])
+        for vals in itertools.product(*(range(int(x.src[0].arg)) for x in ups)):
+            stores.append(st.substitute({x: UOp.const(x.dtype, i) for x, i in zip(ups, vals)}))
+    return UOp.sink(*stores, arg=sink.arg)
+
+
+def apply_opts(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
+    """The opts in order, then the register axes expanded: the AST the lowering takes."""
+    if not opts:
+        return ast
+    for opt in opts:
+        ast = apply_opt(ast, opt, ren)
+    return expand(ast)
