@@ -58,13 +58,13 @@ def _gate_load_inverted(valid: UOp, pad: UOp, ld: UOp) -> UOp | None:
     return _gate_load(valid.logical_not(), ld, pad)
 
 
-pm_tidy_ast = PatternMatcher(
+pm_gate_loads = PatternMatcher(
     [
-        (UPat(Ops.RANGE, name="r"), _drop_unit_range),
         (UPat.var("valid").where(UPat(Ops.LOAD, name="ld"), UPat.var("pad")), _gate_load),
         (UPat.var("valid").where(UPat.var("pad"), UPat(Ops.LOAD, name="ld")), _gate_load_inverted),
     ]
 )
+pm_tidy_ast = PatternMatcher([(UPat(Ops.RANGE, name="r"), _drop_unit_range)]) + pm_gate_loads
 
 
 def _fold_gated_load(ld: UOp, idx: UOp, gate: UOp) -> UOp | None:
@@ -236,16 +236,20 @@ class _ReduceCtx:
     count: int = 0
 
 
+def _reduce_ranges(red: UOp) -> list[UOp]:
+    """The loops of a REDUCE, by axis id (a unit range the tidy step folded to 0 has none)."""
+    return sorted((r for r in red.src[1:] if r.op is Ops.RANGE), key=lambda r: r.arg[0])
+
+
 def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
     """REDUCEs over the same ranges share one loop nest and one accumulator array (a lane each)."""
-    rranges = sorted(members[0].src[1:], key=lambda r: r.arg[0])
+    rranges = _reduce_ranges(members[0])
     if not rranges:
         return {m: m.src[0] for m in members}
     dt = members[0].dtype
     own = set(rranges)
-    outer: set[UOp] = set()
-    for m in members:
-        outer |= set(open_ranges(m.src[0])[m.src[0]]) - own
+    vals = UOp.sink(*(m.src[0] for m in members))
+    outer = set(open_ranges(vals)[vals]) - own
     deps = sorted(outer | set(ctx.loops), key=lambda r: r.arg[0])
     acc = UOp(Ops.DEFINE_REG, dt.ptr(len(members), AddrSpace.REG), (), ctx.count)
     ctx.count += 1
@@ -253,7 +257,7 @@ def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
     lane = [UOp.const(dtypes.index, i) for i in range(len(members))]
     inits = tuple(acc_before.index(lane[i]).store(identity(m.arg, dt)) for i, m in enumerate(members))
     # a barrier the values read after (a grouped reduction's combine) must come before the loop opens
-    barriers = {x for m in members for x in m.src[0].toposort() if x.op is Ops.BARRIER}
+    barriers = {x for x in vals.toposort() if x.op is Ops.BARRIER}
     mapping: dict[UOp, UOp] = {}
     prev: tuple[UOp, ...] = (*inits, *sorted(barriers, key=lambda b: b.src[0].src[0].src[0].arg))
     for r in rranges:
@@ -262,9 +266,9 @@ def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
         prev = (new,)
     acc_in = UOp(Ops.AFTER, acc.dtype, (acc, mapping[rranges[-1]]))
     upds = []
-    for i, m in enumerate(members):
+    for i, (m, v) in enumerate(zip(members, vals.substitute(mapping).src)):
         cur = acc_in.index(lane[i]).load()
-        upds.append(acc_in.index(lane[i]).store(cur.alu(m.arg, m.src[0].substitute(mapping))))
+        upds.append(acc_in.index(lane[i]).store(cur.alu(m.arg, v)))
     closed = UOp(Ops.END, dtypes.void, (*upds, mapping[rranges[-1]]))
     for r in reversed(rranges[:-1]):
         closed = closed.end(mapping[r])
@@ -286,7 +290,7 @@ def lower_reduces(sink: UOp, loops: list[UOp]) -> UOp:
             return sink
         by_ranges: dict[tuple[Any, ...], list[UOp]] = {}
         for u in inner:
-            by_ranges.setdefault((u.dtype, *sorted(u.src[1:], key=lambda r: r.arg[0])), []).append(u)
+            by_ranges.setdefault((u.dtype, *_reduce_ranges(u)), []).append(u)
         mapping: dict[UOp, UOp] = {}
         for members in by_ranges.values():
             mapping.update(_lower_reduce_group(ctx, members))
@@ -357,7 +361,8 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     verify(ast, "ast")
     _check_dtypes(ast, ren)
     params = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL]
-    ast = apply_opts(ast, opts or [], ren)
+    # padded reads become gated loads first: an opt's mask then joins the gate instead of hiding it
+    ast = apply_opts(graph_rewrite(ast, pm_gate_loads), opts or [], ren) if opts else ast
     ast = graph_rewrite(ast, _tidy_matcher())
     ast = lower_groups(ast)
     sink, dims, loops = lower_axes(ast, ren)

@@ -184,7 +184,8 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
         inner = {x for x in red[0].src[0].toposort() if x.op is Ops.RANGE and x.arg[1] is AxisType.REDUCE}
         if inner - own - {y for u in red[0].src[0].toposort() if u.op is Ops.REDUCE for y in u.src[1:]}:
             raise OptError(f"{opt}: the reduction sits inside another reduction's loop")
-        if ren.shared_max and opt.amount * red[0].dtype.itemsize * 64 > ren.shared_max:
+        smem = opt.amount * red[0].dtype.itemsize * _lanes(ast, (AxisType.LOCAL, AxisType.UPCAST))
+        if ren.shared_max and smem > ren.shared_max:
             raise OptError(f"{opt}: the combine needs more local memory than {ren.device} has")
     if opt.op is OptOps.THREAD:
         if gpu:

@@ -8,6 +8,8 @@ launches.
 
 from __future__ import annotations
 
+import os
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -82,8 +84,21 @@ def buffer_numpy(b: UOp) -> np.ndarray:
     return get_buffer(b).numpy()
 
 
-def get_runner(ast: UOp, device: str) -> tuple[Any, Any, tuple[int, ...], tuple[int, ...]]:
-    """(ProgramSpec, loaded Program, global size, local size) for a kernel on a device, compiled once."""
+def beam_width(beam: int | None = None) -> int:
+    """The BEAM width: ``beam`` if given, else ``UOPS_BEAM`` (0: the default heuristics, no search)."""
+    if beam is not None:
+        return beam
+    env = os.environ.get("UOPS_BEAM", "").strip() or "0"
+    try:
+        return int(env)
+    except ValueError:
+        raise ValueError(f"UOPS_BEAM must be an integer (the beam width), got {env!r}") from None
+
+
+def get_runner(ast: UOp, device: str, beam: int | None = None) -> tuple[Any, Any, tuple[int, ...], tuple[int, ...]]:
+    """(ProgramSpec, loaded Program, global size, local size) for a kernel on a device, compiled once.
+
+    The opts are the default heuristics', or BEAM search's with ``beam`` (or ``UOPS_BEAM``) > 0."""
     key = (ast, device)
     hit = _programs.get(key)
     if hit is not None:
@@ -91,7 +106,12 @@ def get_runner(ast: UOp, device: str) -> tuple[Any, Any, tuple[int, ...], tuple[
     from uops.codegen.program import get_program
 
     dev = device_handle(device)
-    spec = get_program(ast, dev.renderer, dev.compiler)
+    opts = None
+    if (width := beam_width(beam)) > 0:
+        from uops.codegen.search import beam_search
+
+        opts = beam_search(ast, device, dev.renderer, dev.compiler, dev.runtime, width)
+    spec = get_program(ast, dev.renderer, dev.compiler, opts)
     prog = dev.runtime.load(spec.name, spec.lib)
     gsz, lsz = spec.launch_dims()
     _programs[key] = (spec, prog, gsz, lsz)
@@ -114,8 +134,27 @@ def run_item(item: ScheduleItem) -> None:
     assert item.ast is not None
     for b in item.bufs:
         check_dtype(item.device, b.dtype)
-    _, prog, gsz, lsz = get_runner(item.ast, item.device)
-    prog(*[get_buffer(b).handle for b in item.bufs], global_size=gsz, local_size=lsz, vals=())
+    spec, prog, gsz, lsz = get_runner(item.ast, item.device)
+    args = [get_buffer(b).handle for b in item.bufs]
+    if debug_level() < 2:
+        prog(*args, global_size=gsz, local_size=lsz, vals=())
+        return
+    t = prog(*args, global_size=gsz, local_size=lsz, vals=(), wait=True) or 0.0
+    est = spec.estimates
+    gflops = est.ops / t / 1e9 if t > 0 else 0.0
+    gbs = (est.bytes_read + est.bytes_written) / t / 1e9 if t > 0 else 0.0
+    print(
+        f"{item.device:8s} {spec.name:28s} {t * 1e3:9.3f} ms {gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s  opts={spec.opts}",
+        file=sys.stderr,
+    )
+
+
+def debug_level() -> int:
+    """``UOPS_DEBUG``: 2 prints each launched kernel with its opts, time, GFLOP/s and GB/s."""
+    try:
+        return int(os.environ.get("UOPS_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
 
 
 def run_schedule(sched: Schedule) -> None:

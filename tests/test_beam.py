@@ -1,0 +1,98 @@
+"""BEAM search: never slower than the default on its own timings, cached on disk, wrong candidates rejected."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_opt import matmul, run_ast
+
+from uops.codegen import search
+from uops.codegen.heuristics import hand_coded_opts
+from uops.codegen.opt import Opt
+from uops.codegen.program import get_program
+from uops.plugins import Device
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("UOPS_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("UOPS_CACHE", raising=False)
+    return tmp_path
+
+
+def _search(device: str, ast, **kw):  # type: ignore[no-untyped-def]
+    dev = Device[device]
+    timed: dict[tuple[Opt, ...], float] = {}
+    opts = search.beam_search(
+        ast, device, dev.renderer, dev.compiler, dev.runtime, 2, workers=1, timed=timed, max_steps=2, **kw
+    )
+    return opts, timed
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_beam_is_no_slower_than_the_default_and_right(device: str, cache: Path) -> None:
+    ast, ref, shapes = matmul(8, 8, 8)
+    opts, timed = _search(device, ast)
+    default = tuple(hand_coded_opts(ast, Device[device].renderer))
+    assert default in timed and tuple(opts) in timed
+    assert timed[tuple(opts)] <= timed[default]  # the search keeps the best of what it timed, default included
+    got, want = run_ast(device, ast, ref, shapes, opts)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert list(cache.glob("beam/*.json")), "the chosen opts are cached on disk"
+
+
+def test_a_second_process_reads_the_cache_and_does_not_search(cache: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        from uops import Tensor
+        a = np.arange(8 * 8, dtype=np.float32).reshape(8, 8) / 10
+        out = (Tensor(a, device="CPU") @ Tensor(a, device="CPU")).numpy()
+        assert np.allclose(out, a @ a, rtol=1e-4), "wrong matmul"
+        """
+    )
+    env = {**os.environ, "UOPS_BEAM": "1", "UOPS_CACHE_DIR": str(cache)}
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "candidates" in first.stderr  # searched, with progress on stderr
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert "candidates" not in second.stderr
+
+
+def test_a_wrong_candidate_is_discarded_and_reported(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ast, ref, shapes = matmul(8, 8, 8)
+    wrong_ast = matmul(8, 8, 7)[0]  # the same buffers, one product short of the sum
+    dev = Device["CPU"]
+    real = search._compile_candidate
+    bad: list[list[Opt]] = []
+
+    def inject(pool, ast_, device, ren, compiler, opts):  # type: ignore[no-untyped-def]
+        if opts and not bad:
+            bad.append(list(opts))
+            fut = search.cf.Future()
+            fut.set_result(get_program(wrong_ast, ren, compiler, opts).to_dict())
+            return fut
+        return real(pool, ast_, device, ren, compiler, opts)
+
+    monkeypatch.setattr(search, "_compile_candidate", inject)
+    opts, timed = _search("CPU", ast, use_cache=False)
+    assert bad and timed[tuple(bad[0])] == float("inf")
+    assert "gives wrong results; discarded" in capsys.readouterr().err
+    got, want = run_ast("CPU", ast, ref, shapes, opts)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert dev.renderer.device == "CPU"
+
+
+def test_beam_width_must_be_positive(cache: Path) -> None:
+    with pytest.raises(ValueError, match="BEAM width must be at least 1"):
+        dev = Device["CPU"]
+        search.beam_search(matmul(4, 4, 4)[0], "CPU", dev.renderer, dev.compiler, dev.runtime, 0)

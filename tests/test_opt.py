@@ -1,0 +1,198 @@
+"""Kernel opts on every device against numpy: odd sizes, masked tails, bad opts, random opt sequences."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from test_fuzz import Program, check, fuzz_settings, programs
+
+from uops import AxisType, Ops, UOp, dtypes
+from uops.codegen.heuristics import hand_coded_opts
+from uops.codegen.opt import Opt, OptError, OptOps, apply_opts
+from uops.codegen.program import get_program
+from uops.plugins import Device
+from uops.runtime import Buffer
+
+U, R, L, G, GT, T = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.THREAD
+
+
+def _bufs(n: int) -> list[UOp]:
+    return [UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), (), s) for s in range(n)]
+
+
+def matmul(m: int, n: int, k: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
+    out, a, b = _bufs(3)
+    i, j, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    dot = (a.index(i * k + r).load() * b.index(r * n + j).load()).reduce(r, op=Ops.ADD)
+    return UOp.sink(out.index(i * n + j).store(dot)), lambda x, y: x @ y, [(m, k), (k, n)]
+
+
+def col_max(m: int, n: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
+    """out[j] = max_i x[i, j]: a reduction over the strided axis."""
+    out, x = _bufs(2)
+    j, r = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
+    red = x.index(r * n + j).load().reduce(r, op=Ops.MAX)
+    return UOp.sink(out.index(j).store(red)), lambda a: a.max(axis=0), [(m, n)]
+
+
+def scaled(n: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
+    out, x = _bufs(2)
+    i = UOp.range(n, 0, AxisType.GLOBAL)
+    return UOp.sink(out.index(i).store(x.index(i).load() * 2.0 + 1.0)), lambda a: a * 2 + 1, [(n,)]
+
+
+def run_ast(
+    device: str, ast: UOp, ref: Callable[..., np.ndarray], shapes: list[tuple[int, ...]], opts: list[Opt] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    dev = Device[device]
+    spec = get_program(ast, dev.renderer, dev.compiler, opts)
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    want = ref(*xs)
+    out = Buffer(dev.runtime, want.size, dtypes.float32)
+    ins = [Buffer(dev.runtime, x.size, dtypes.float32) for x in xs]
+    for b, x in zip(ins, xs):
+        b.copyin(x.ravel())
+    prog = dev.runtime.load(spec.name, spec.lib)
+    g, loc = spec.launch_dims()
+    prog(out.handle, *[b.handle for b in ins], global_size=g, local_size=loc)
+    dev.runtime.synchronize()
+    return out.numpy().reshape(want.shape), want
+
+
+def _cpu_style(device: str) -> bool:
+    return Device[device].renderer.global_max is None
+
+
+CASES = [
+    ("matmul 7x13x5", matmul(7, 13, 5), [[Opt(U, 0, 4)], [Opt(U, 1, 3), Opt(U, 0, 2)], [Opt(R, 0, 2)]]),
+    ("matmul 16^3", matmul(16, 16, 16), [[Opt(U, 0, 4), Opt(U, 1, 8), Opt(R, 0, 4)], [Opt(R, 0, 16)]]),
+    ("matmul 13x7x1003", matmul(13, 7, 1003), [[Opt(R, 0, 8), Opt(U, 0, 4)], [Opt(R, 0, 3)]]),
+    ("col max 13x7", col_max(13, 7), [[Opt(U, 0, 4)], [Opt(R, 0, 4), Opt(U, 0, 7)]]),
+]
+CPU_OPTS = [[Opt(T, 0, 2)], [Opt(T, 0, 3), Opt(U, 0, 2)], [Opt(U, 0, 2), Opt(T, 0, 4)]]
+GPU_OPTS = [[Opt(L, 0, 4)], [Opt(G, 0, 4)], [Opt(GT, 0, 3), Opt(L, 0, 2)], [Opt(U, 0, 2), Opt(G, 0, 2)]]
+
+
+@pytest.mark.parametrize("name,case,opt_lists", CASES, ids=[c[0] for c in CASES])
+def test_opts_match_numpy(device: str, name: str, case, opt_lists) -> None:
+    ast, ref, shapes = case
+    extra = CPU_OPTS if _cpu_style(device) else GPU_OPTS
+    for opts in [*opt_lists, *extra, None]:
+        try:
+            got, want = run_ast(device, ast, ref, shapes, opts)
+        except OptError:
+            assert opts is not None and any(o.op in (G, GT) for o in opts) and name.startswith("col max")
+            continue  # grouping needs a REDUCE that the opts still leave room for
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} with {opts}")
+
+
+@pytest.mark.parametrize("n", [7, 13, 1000003])
+def test_masked_tails_on_odd_sizes(device: str, n: int) -> None:
+    ast, ref, shapes = scaled(n)
+    opts = [Opt(U, 0, 4), Opt(T, 0, 2)] if _cpu_style(device) else [Opt(U, 0, 4), Opt(L, 0, 2)]
+    got, want = run_ast(device, ast, ref, shapes, opts)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_heuristics_produce_register_tiles_and_threads() -> None:
+    ast, ref, shapes = matmul(64, 64, 64)
+    cpu, cuda = Device["CPU"].renderer, Device["CUDA"].renderer
+    opts = hand_coded_opts(ast, cpu)
+    ups = {o.axis: o.amount for o in opts if o.op is U}
+    assert ups.get(1, 1) >= 8 and ups.get(0, 1) >= 2, opts  # a tile, widest on the contiguous axis
+    if cpu.threads > 1:
+        assert any(o.op is T for o in opts)
+    gpu_opts = hand_coded_opts(ast, cuda)
+    assert any(o.op is L for o in gpu_opts) and not any(o.op is T for o in gpu_opts)
+    small_out = col_max(4096, 4)[0]
+    out, x = _bufs(2)
+    r = UOp.range(4096, 0, AxisType.REDUCE)
+    row_sum = UOp.sink(out.index(UOp.const(dtypes.index, 0)).store(x.index(r).load().reduce(r)))
+    assert any(o.op is G for o in hand_coded_opts(row_sum, cuda))
+    assert hand_coded_opts(small_out, Device["PYTHON"].renderer) == []
+
+
+@pytest.mark.parametrize(
+    "opts,device,message",
+    [
+        ([Opt(U, 5, 2)], "CPU", "2 output axes, no axis 5"),
+        ([Opt(R, 1, 2)], "CPU", "1 reduce axes, no axis 1"),
+        ([Opt(U, 0, 64)], "CPU", "larger than axis"),
+        ([Opt(U, 0, 1)], "CPU", "at least 2"),
+        ([Opt(L, 0, 4)], "CPU", "no workgroups"),
+        ([Opt(G, 0, 4)], "CPU", "no workgroups"),
+        ([Opt(T, 0, 2)], "PYTHON", "THREAD is for CPU-style"),
+        ([Opt(T, 0, 2), Opt(T, 1, 2)], "CPU", "already split across threads"),
+        ([Opt(U, 0, 16), Opt(U, 1, 16), Opt(R, 0, 2)], "CPU", "register lanes exceed"),
+        ([Opt(G, 0, 4), Opt(GT, 0, 2)], "PYTHON", "only one reduce axis can be grouped"),
+        ([Opt(L, 0, 32), Opt(L, 1, 32), Opt(G, 0, 32)], "PYTHON", "threads per workgroup"),
+    ],
+)
+def test_opts_that_do_not_fit_raise_opt_error(opts: list[Opt], device: str, message: str) -> None:
+    ast = matmul(32, 32, 32)[0]
+    with pytest.raises(OptError, match=message):
+        apply_opts(ast, opts, Device[device].renderer)
+
+
+def test_opts_must_be_opt_objects() -> None:
+    with pytest.raises(TypeError, match="list of Opt"):
+        apply_opts(matmul(4, 4, 4)[0], [("UPCAST", 0, 2)], Device["CPU"].renderer)  # type: ignore[list-item]
+
+
+def test_thread_count_comes_from_uops_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uops_cpu_clang.renderer import cpu_threads
+
+    monkeypatch.setenv("UOPS_THREADS", "3")
+    assert cpu_threads() == 3
+    monkeypatch.setenv("UOPS_THREADS", "zero")
+    with pytest.raises(ValueError, match="UOPS_THREADS must be a positive integer"):
+        cpu_threads()
+    monkeypatch.delenv("UOPS_THREADS")
+    assert cpu_threads() >= 1
+
+
+def test_a_threaded_kernel_is_right_with_any_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    ast, ref, shapes = matmul(37, 16, 9)
+    for n in ("1", "2", "5"):
+        monkeypatch.setenv("UOPS_THREADS", n)
+        got, want = run_ast("CPU", ast, ref, shapes, [Opt(T, 0, 4), Opt(U, 1, 4)])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _random_opts(seed: int) -> Callable[[UOp, object], list[Opt]]:
+    from uops.codegen.search import actions
+
+    def pick(ast: UOp, ren) -> list[Opt]:  # type: ignore[no-untyped-def]
+        rng = random.Random(seed)
+        opts: list[Opt] = []
+        cands = actions(ren)
+        for _ in range(rng.randint(1, 3)):
+            for _try in range(20):
+                o = rng.choice(cands)
+                try:
+                    apply_opts(ast, [*opts, o], ren)
+                except OptError:
+                    continue
+                opts.append(o)
+                break
+        return opts
+
+    return pick
+
+
+@fuzz_settings(25)
+@given(p=programs(max_steps=5), seed=__import__("hypothesis").strategies.integers(0, 2**16))
+def test_random_opt_sequences_on_fuzzed_programs(device: str, p: Program, seed: int) -> None:
+    from uops.codegen import program
+    from uops.frontend import realize
+
+    note(f"program:\n{p!r}\nseed {seed}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(program, "hand_coded_opts", _random_opts(seed))
+        mp.setattr(realize, "_programs", {})
+        check(p, device)
