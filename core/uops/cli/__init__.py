@@ -103,7 +103,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(
         f"compiling {args.expr!r} for {args.device}{' (' + args.arch + ')' if args.arch else ''} ...", file=sys.stderr
     )
-    results = compile_cmd.compile_expression(args.expr, args.device, args.arch, shapes, default, args.dtype)
+    results = compile_cmd.compile_expression(
+        args.expr, args.device, args.arch, shapes, default, args.dtype, beam=args.beam
+    )
     for i, (spec, stages) in enumerate(results):
         g, loc = spec.launch_dims()
         print(
@@ -111,6 +113,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
             f"{len(spec.lib)} bytes, ~{spec.estimates.ops} ops, "
             f"{spec.estimates.bytes_read + spec.estimates.bytes_written} bytes moved"
         )
+        if args.opts or args.beam:
+            print(f"  opts: {spec.opts}")
         if args.stages:
             print(stages)
         if args.out:
@@ -188,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", help="dtype of the inputs (default float32)")
     p.add_argument("--stages", action="store_true", help="print SINK, LINEAR, SOURCE and BINARY of each kernel")
     p.add_argument("--out", help="save the ProgramSpec as JSON (runs later anywhere the runtime is installed)")
+    p.add_argument("--opts", action="store_true", help="print the kernel optimizations chosen for each kernel")
+    p.add_argument("--beam", type=int, default=0, metavar="N", help="BEAM-search the opts on the device (width N)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("bench", help="run the bench/ suites (ratios against numpy and tinygrad)")

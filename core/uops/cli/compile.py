@@ -75,17 +75,24 @@ def build_expression(
 
 def compile_expression(
     expr: str, device: str, arch: str | None, shapes: dict[str, tuple[int, ...]], default_shape: tuple[int, ...],
-    dtype: str = "float32",
+    dtype: str = "float32", beam: int = 0,
 ) -> list[tuple[ProgramSpec, str]]:  # fmt: skip
-    """Every kernel of ``expr`` compiled for ``device``: (spec, four-stage printout) each."""
+    """Every kernel of ``expr`` compiled for ``device``: (spec, four-stage printout) each.
+
+    ``beam`` > 0 searches the opts on the device (this one needs its runtime); else the default heuristics."""
     out = build_expression(expr, shapes, default_shape, dtype)
     renderer, compiler = Device[device].target(arch)
     results = []
     for item in out.schedule():
         if item.kind != "kernel" or item.ast is None:
             continue
-        spec = get_program(item.ast, renderer, compiler)
-        results.append((spec, format_stages(program_stages(item.ast, renderer, compiler))))
+        opts = None
+        if beam > 0:
+            from uops.codegen.search import beam_search
+
+            opts = beam_search(item.ast, device, renderer, compiler, Device[device].runtime, beam)
+        spec = get_program(item.ast, renderer, compiler, opts)
+        results.append((spec, format_stages(program_stages(item.ast, renderer, compiler, spec.opts))))
     if not results:
         raise CompileCommandError(f"{expr!r} needs no kernel (it is only a view of its inputs)")
     return results

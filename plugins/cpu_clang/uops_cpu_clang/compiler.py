@@ -92,6 +92,7 @@ class ClangCompiler(Compiler):
             f"-march={arch}",
             "-ffreestanding",
             "-fno-math-errno",
+            "-ffp-contract=fast",  # a*b+c across statements becomes one FMA (register-tiled reductions)
             "-fno-stack-protector",  # the guard needs libc's __stack_chk_fail
             "-Werror=implicit-function-declaration",  # an unknown call fails now, not at load
             "-nostdlib",
