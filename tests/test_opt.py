@@ -196,3 +196,24 @@ def test_random_opt_sequences_on_fuzzed_programs(device: str, p: Program, seed: 
         mp.setattr(program, "hand_coded_opts", _random_opts(seed))
         mp.setattr(realize, "_programs", {})
         check(p, device)
+
+
+def test_debug_2_prints_each_launch_with_opts_and_rates() -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = "from uops import Tensor; import numpy as np; a = Tensor(np.ones((64, 64), np.float32)); (a @ a).numpy()"
+    env = {**os.environ, "UOPS_DEBUG": "2", "UOPS_BEAM": "0"}
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if "r_64_64_64" in ln)
+    assert "GFLOP/s" in line and "GB/s" in line and "opts=[Opt(UPCAST" in line
+
+
+def test_uops_compile_prints_the_chosen_opts() -> None:
+    from test_cli import uops
+
+    r = uops("compile", "a@b", "--opts", "--default-shape", "32,32")
+    assert r.returncode == 0, r.stderr
+    assert "opts: [Opt(UPCAST, 0, 4), Opt(UPCAST, 1, 16)" in r.stdout

@@ -28,7 +28,7 @@ from uops.renderer import Renderer
 #: output lanes x accumulators a CPU kernel may keep in registers (16 ymm of 8 floats, with room left)
 CPU_LANES = 64
 #: work (output elements x reduce length) below which a kernel is not worth splitting across cores
-THREAD_MIN_WORK = 1 << 16
+THREAD_MIN_WORK = 1 << 18
 
 _EVAL: dict[Ops, Callable[..., int]] = {
     Ops.ADD: lambda a, b: a + b,
@@ -128,11 +128,14 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
             for i in sorted(contiguous, reverse=True):
                 if any(o.op is OptOps.UPCAST and o.axis == i for o in opts):
                     continue
-                amt = _divisor(_size(outs[i]) or 1, tuple(a for a in (16, 8, 4) if lanes * a <= CPU_LANES))
+                # several cache lines per row: one line per row per pass defeats the prefetchers
+                amt = _divisor(_size(outs[i]) or 1, tuple(a for a in (64, 32, 16, 8, 4) if lanes * a <= CPU_LANES))
                 if amt is not None:
                     before = len(opts)
                     ast = _try(ast, opts, Opt(OptOps.UPCAST, i, amt), ren)
                     lanes *= amt if len(opts) > before else 1
+                    if amt >= 32 and reds and (_size(reds[-1]) or 0) % 2 == 0:
+                        ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, 2), ren)  # two rows in flight
                 break
         if gpu:
             n_out = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None)
