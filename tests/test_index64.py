@@ -28,9 +28,9 @@ def kernels(t: Tensor) -> list:
 
 
 def compile_only(t: Tensor, device: str) -> list:
-    """ProgramSpecs of every kernel of ``t`` (compiled, never run: nothing is allocated)."""
+    """ProgramSpecs of every kernel of ``t``, without opts (compiled, never run: nothing is allocated)."""
     d = Device[device]
-    return [get_program(k.ast, d.renderer, d.compiler) for k in kernels(t)]
+    return [get_program(k.ast, d.renderer, d.compiler, []) for k in kernels(t)]
 
 
 def index_dtypes(spec) -> set:
@@ -190,7 +190,7 @@ def test_symbolic_size_with_a_large_max_runs_everywhere(device):
     flat = i * 16 + j  # up to 2**35: wide
     ast = UOp.sink(glob(0).index(flat).store(glob(1).index(flat).load() * 2.0 + j.cast(dtypes.float32)))
     d = Device[device]
-    spec = get_program(ast, d.renderer, d.compiler)
+    spec = get_program(ast, d.renderer, d.compiler, [])
     assert dtypes.int64 in index_dtypes(spec)
     assert all(v.dtype == dtypes.int32 for v in spec.vars)  # kernel arguments stay int32
     al = d.runtime.allocator
@@ -236,7 +236,7 @@ def _cuda() -> tuple:
 def test_cuda_big_launch_fits_the_grid_and_compiles(shape):
     ren, comp = _cuda()
     ast = kernels(Tensor.empty(*shape, dtype=dtypes.int8, device="CPU") + 1)[0].ast
-    spec = get_program(ast, ren, comp)
+    spec = get_program(ast, ren, comp, [])
     g, loc = spec.launch_dims()
     assert int(np.prod(g)) * int(np.prod(loc)) == int(np.prod(shape))
     assert all(a <= b for a, b in zip(g, ren.global_max))
@@ -250,7 +250,7 @@ def test_cuda_grid_beyond_its_limit_is_a_clear_error():
     # 2**31+1 = 3 * 715827883: no power-of-two block size divides it, so it needs 2**31+1 blocks
     ast = kernels(Tensor.empty(2**31 + 1, dtype=dtypes.int8, device="CPU") + 1)[0].ast
     with pytest.raises(LoweringError, match="launch dimension 0 needs 2147483649 workgroups"):
-        get_program(ast, ren, comp)
+        get_program(ast, ren, comp, [])
 
 
 # ----- runs over 2**31+ elements (seconds of CPU; output one element) -----
