@@ -337,6 +337,45 @@ def _max_by_select(a: UOp, b: UOp) -> UOp:
     return take_b.where(b, a)
 
 
+# ----- step 7: integer division that cannot trap (after the index dtypes of step 6) -----
+def _divisor_ok(d: UOp, zero: bool, neg1: bool) -> UOp:
+    """The lanes where ``d`` divides as C does: not 0 (when ``zero``), not -1 (when ``neg1``)."""
+    nz, n1 = d.ne(0), d.ne(-1)
+    return (nz & n1) if zero and neg1 else nz if zero else n1
+
+
+def _guard_division(ctx: frozenset[Ops], x: UOp, a: UOp, b: UOp) -> UOp | None:
+    """Integer IDIV/MOD whose divisor's value range holds 0 (or -1 with INT_MIN in the dividend's): C traps
+    there (SIGFPE on x86), so those lanes divide by 1 and take the ALU table's answer (0, or -a for IDIV by
+    -1). Divisors whose range excludes both stay a plain division."""
+    dt = x.dtype.scalar()
+    if dt.kind not in "iu":
+        return None
+    if b.op is Ops.WHERE and b.src[2].op is Ops.CONST and b.src[2].arg == 1:
+        d = b.src[1]
+        if any(b.src[0] is _divisor_ok(d, z, n) for z, n in ((True, False), (False, True), (True, True))):
+            return None  # already guarded
+    lo, hi = b._range()
+    zero = lo <= 0 <= hi
+    neg1 = dt.kind == "i" and lo <= -1 <= hi and a.vmin == dtypes.min(dt)
+    if not zero and not neg1:
+        return None
+    safe = _divisor_ok(b, zero, neg1).where(b, b.const_like(1))
+    out = UOp(x.op, x.dtype, (a, safe))
+    if x.op is Ops.MOD:
+        return out  # x MOD 1 == 0: both fixed answers
+    if zero:
+        out = b.ne(0).where(out, out.const_like(0))
+    if neg1:
+        out = b.ne(-1).where(out, UOp(Ops.NEG, x.dtype, (a,)) if Ops.NEG in ctx else a * -1)
+    return out
+
+
+pm_guard_division = PatternMatcher(
+    [(UPat((Ops.IDIV, Ops.MOD), src=(UPat.var("a"), UPat.var("b")), name="x"), _guard_division)]
+)
+
+
 @functools.cache
 def _final_matcher(supported_ops: frozenset[Ops], extra: PatternMatcher | None) -> PatternMatcher:
     """The last lowering pass for one kind of renderer, assembled once (not per kernel)."""
@@ -370,6 +409,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     sink = close_loops(sink, loops)
     sink = graph_rewrite(sink, _final_matcher(ren.supported_ops, ren.extra_matcher))
     sink = narrow_index(sink)
+    sink = graph_rewrite(sink, pm_guard_division, ctx=ren.supported_ops)
     sink = keep_all_params(params, sink)
     verify(sink, "lowered")
     return sink, dims

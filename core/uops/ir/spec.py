@@ -61,8 +61,10 @@ def _alu(u: UOp) -> str | None:
     for s in u.src:
         if s.dtype != u.dtype:
             return f"{u.op.name} of {u.dtype!r} has a source of dtype {s.dtype!r}; insert a CAST"
-    if u.op in (Ops.IDIV, Ops.MOD) and not dtypes.is_int(u.dtype):
-        return f"{u.op.name} is integer division; use FDIV for {u.dtype!r}"
+    if u.op is Ops.IDIV and not dtypes.is_int(u.dtype):
+        return f"IDIV is integer division; use FDIV for {u.dtype!r}"
+    if u.op is Ops.MOD and dtypes.is_bool(u.dtype):
+        return "MOD of bools; cast to an integer first"
     return None
 
 

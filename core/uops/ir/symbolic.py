@@ -6,8 +6,8 @@ Two rule sets, both plain PatternMatchers so a pass can reuse them in graph_rewr
 * ``symbolic``: everything, including the rules that reason with value ranges (vmin/vmax),
   collect like terms and split sums under integer division and modulo.
 
-Semantics are the backends': integer IDIV/MOD truncate toward zero (C), integer arithmetic
-wraps (``dtypes.truncate``), floats round to their dtype. A rule never changes a value and
+Semantics are the ALU table's (``uops.ir.alu``): integer IDIV/MOD truncate toward zero and are 0 for
+a zero divisor, integer arithmetic wraps, floats round to their dtype. A rule never changes a value and
 never grows the expression (tree size). Integer ADD/SUB/MUL/NEG form a ring modulo 2**bits, so
 regrouping them is exact even when they wrap; every rule that needs true (unwrapped) integers
 (division, modulo, comparisons) first checks that the value range of each node it looks
@@ -21,11 +21,12 @@ import struct
 from math import gcd
 
 from uops.dtypes import DType, dtypes, truncate
+from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _cdiv, _cmod, _set_flat
+from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _set_flat
 
-__all__ = ["exec_alu", "simplify", "symbolic", "symbolic_simple", "tree_size"]
+__all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
 _INTS = frozenset(
     {dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64}
@@ -36,126 +37,19 @@ _IDIV, _MOD, _CMPLT, _CMPNE, _CMPEQ = Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, O
 
 
 # ----------------------------------------------------------------------------------------
-# constant evaluation with the dtype's semantics
+# constant evaluation: the ALU table, with the folding policy on top
 # ----------------------------------------------------------------------------------------
-def _float_op(op: Ops, v: tuple[ConstType, ...]) -> float | bool | None:
-    a = float(v[0])
-    if op is Ops.NEG:
-        return -a
-    if op is Ops.EXP2:
-        try:
-            return 2.0**a
-        except OverflowError:
-            return math.inf
-    if op is Ops.LOG2:
-        if a > 0:
-            return math.log2(a)
-        return -math.inf if a == 0 else None
-    if op is Ops.SIN:
-        return None if math.isinf(a) else math.sin(a)
-    if op is Ops.SQRT:
-        return None if a < 0 else math.sqrt(a)
-    if op is Ops.RECIPROCAL:
-        return math.copysign(math.inf, a) if a == 0 else 1.0 / a
-    if op is Ops.TRUNC:
-        return a if math.isinf(a) else float(math.trunc(a))
-    b = float(v[1])
-    if op is Ops.ADD:
-        return a + b
-    if op is Ops.SUB:
-        return a - b
-    if op is Ops.MUL:
-        return a * b
-    if op is Ops.FDIV:
-        return None if b == 0 else a / b
-    if op is Ops.MAX:
-        return max(a, b)
-    if op is Ops.CMPLT:
-        return a < b
-    if op is Ops.CMPNE:
-        return a != b
-    if op is Ops.CMPEQ:
-        return a == b
-    if op is Ops.POW:
-        try:
-            return math.pow(a, b)
-        except (ValueError, OverflowError):
-            return None
-    return None  # IDIV/MOD/bitwise/MULACC on floats: left alone
-
-
-def _int_op(op: Ops, dt: DType, v: tuple[ConstType, ...]) -> int | bool | None:
-    a = int(v[0])
-    if op is Ops.NEG:
-        return -a
-    if op is Ops.TRUNC:
-        return a
-    if op in GroupOp.Unary:
+def _fold_value(op: Ops, dt: DType, src: tuple[UOp, ...]) -> ConstType | None:
+    """The constant ``op`` folds to, or None: never a NaN (its sign and payload are the hardware's), never
+    a float MULACC (fused or not is the backend's choice), nothing the table leaves undefined."""
+    vals = tuple(s.arg for s in src)
+    if op is not Ops.WHERE and any(v.__class__ is float and v != v for v in vals):
         return None
-    b = int(v[1])
-    if op is Ops.ADD:
-        return a + b
-    if op is Ops.SUB:
-        return a - b
-    if op is Ops.MUL:
-        return a * b
-    if op is Ops.IDIV or op is Ops.MOD:
-        if b == 0:
-            return None  # division by zero is left for the hardware to define
-        q = _cdiv(a, b)
-        if not dtypes.min(dt) <= q <= dtypes.max(dt):
-            return None  # INT_MIN / -1: undefined in C
-        return q if op is Ops.IDIV else _cmod(a, b)
-    if op is Ops.MAX:
-        return max(a, b)
-    if op is Ops.CMPLT:
-        return a < b
-    if op is Ops.CMPNE:
-        return a != b
-    if op is Ops.CMPEQ:
-        return a == b
-    if op is Ops.AND:
-        return a & b
-    if op is Ops.OR:
-        return a | b
-    if op is Ops.XOR:
-        return a ^ b
-    if op is Ops.SHL or op is Ops.SHR:
-        if not 0 <= b < 8 * dt.itemsize:
-            return None  # undefined in C
-        return a << b if op is Ops.SHL else a >> b
-    if op is Ops.POW:
-        return a**b if 0 <= b <= 64 else None
-    if op is Ops.MULACC:
-        return a * b + int(v[2])
-    return None
-
-
-def exec_alu(op: Ops, dtype: DType, vals: tuple[ConstType, ...]) -> ConstType | None:
-    """The value of ``op`` on constants as a ``dtype`` result, or None when it must not be folded.
-
-    ``dtype`` is the result dtype; comparisons take their operand kind from the values. None for
-    division by zero, undefined shifts, NaN results and ops without a constant meaning.
-    """
-    if op is Ops.WHERE:
-        return vals[1] if vals[0] else vals[2]
-    if any(isinstance(x, float) and math.isnan(x) for x in vals):
+    operand = src[-1].dtype
+    if op is Ops.MULACC and operand.kind == "f":
         return None
-    operand_float = any(isinstance(x, float) for x in vals)
-    if operand_float or dtype.kind == "f":
-        if dtype.kind != "f" and op not in GroupOp.Comparison:
-            return None
-        if op is Ops.MULACC:
-            return None  # fused rounding; leave it to the hardware
-        res: ConstType | None = _float_op(op, vals)
-    else:
-        res = _int_op(op, dtype.scalar() if op not in GroupOp.Comparison else dtypes.int64, vals)
-    if res is None:
-        return None
-    if dtype.kind == "f":
-        out = truncate(res, dtype)
-        return None if isinstance(out, float) and math.isnan(out) else out
-    return truncate(res, dtype)
+    v = eval_scalar(op, dt, vals, operand)
+    return None if v.__class__ is float and v != v else v
 
 
 def _cast_const(v: ConstType, src: DType, dst: DType) -> ConstType | None:
@@ -344,7 +238,7 @@ def _fold_alu(x: UOp) -> UOp | None:
         return None
     src = x.src
     if len(src) == 2:
-        # two Python ints (not bools): what exec_alu computes, without its general checks
+        # two Python ints (not bools): what the ALU table computes, without its general dispatch
         a, b = src[0].arg, src[1].arg
         if a.__class__ is int and b.__class__ is int:
             op = x.op
@@ -355,12 +249,10 @@ def _fold_alu(x: UOp) -> UOp | None:
                     return UOp.const(
                         dt, a + b if op is _ADD else a - b if op is _SUB else a * b if op is _MUL else max(a, b)
                     )
-                if (op is _IDIV or op is _MOD) and b != 0:
-                    q = _cdiv(a, b)
-                    if not e[1][0] <= q <= e[1][1]:
-                        return None  # INT_MIN / -1: undefined in C
-                    return UOp.const(dt, q if op is _IDIV else a - q * b)
-    v = exec_alu(x.op, dt, tuple(s.arg for s in src))
+                if op is _IDIV or op is _MOD:
+                    q = idiv(a, b)  # wraps in UOp.const: INT_MIN IDIV -1 == INT_MIN
+                    return UOp.const(dt, q if op is _IDIV else a - q * b if b else 0)
+    v = _fold_value(x.op, dt, src)
     return None if v is None else UOp.const(dt, v)
 
 
@@ -419,13 +311,15 @@ def _idiv_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     v = c.arg
     if v == 1:
         return a
-    if v == -1 and x.dtype.kind == "i" and a.vmin > dtypes.min(x.dtype):
-        return UOp(_NEG, x.dtype, (a,))  # INT_MIN // -1 is undefined: leave it
+    if v == 0:
+        return c  # x IDIV 0 == 0
+    if v == -1 and x.dtype.kind == "i":
+        return UOp(_NEG, x.dtype, (a,))  # wraps like INT_MIN IDIV -1
     return None
 
 
 def _mod_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
-    if x.dtype.kind != "f" and (c.arg == 1 or (c.arg == -1 and x.dtype.kind == "i")):
+    if x.dtype.kind != "f" and (c.arg == 1 or c.arg == 0 or (c.arg == -1 and x.dtype.kind == "i")):
         return x.const_like(0)
     return None
 

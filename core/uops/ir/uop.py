@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from uops.dtypes import DType, PtrDType, dtypes, truncate
+from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import AxisType, GroupOp, Ops
 
 
@@ -442,15 +443,6 @@ def _clamp(lo: float, hi: float, dt: DType) -> tuple[ConstType, ConstType]:
     return lo, hi
 
 
-def _cdiv(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _cmod(a: int, b: int) -> int:
-    return a - _cdiv(a, b) * b
-
-
 # scalar integer dtypes -> (min, max): the fast path of _compute_range
 _INT_BOUNDS: dict[DType, tuple[int, int]] = {
     dt: (int(dtypes.min(dt)), int(dtypes.max(dt)))
@@ -587,10 +579,22 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
         if dtypes.is_float(dt):
             return lo, hi
         return _clamp(lo, hi, dt)
+    if op in GroupOp.ALU and all(x.dtype.kind != "f" for x in s):
+        # every source a single known value: the op's value itself, from the ALU table
+        vals = []
+        for x in s:
+            lo, hi = x._range()
+            if lo != hi:
+                break
+            vals.append(lo)
+        else:
+            v = eval_scalar(op, dt, tuple(vals), s[-1].dtype)
+            if v is not None:
+                return v, v
     if op is Ops.IDIV and dtypes.is_int(dt):
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
         if b0 > 0 or b1 < 0:
-            qs = [_cdiv(int(x), int(y)) for x in (a0, a1) for y in (b0, b1)]
+            qs = [idiv(int(x), int(y)) for x in (a0, a1) for y in (b0, b1)]
             return _clamp(min(qs), max(qs), dt)
         return dtypes.min(dt), dtypes.max(dt)
     if op is Ops.MOD and dtypes.is_int(dt):
@@ -622,6 +626,4 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
     if op is Ops.SHR and s[1].op is Ops.CONST and dtypes.is_int(dt):
         lo, hi = s[0]._range()
         return (lo >> s[1].arg, hi >> s[1].arg) if lo >= 0 and s[1].arg >= 0 else (dtypes.min(dt), dtypes.max(dt))
-    if op is Ops.LOAD and u.src and u.src[0].op is Ops.INDEX:
-        return dtypes.min(dt), dtypes.max(dt)
     return dtypes.min(dt), dtypes.max(dt)

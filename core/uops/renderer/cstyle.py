@@ -63,7 +63,11 @@ class CStyleRenderer(Renderer):
         Ops.MUL: lambda a, b, dt: f"({a}*{b})",
         Ops.IDIV: lambda a, b, dt: f"({a}/{b})",
         Ops.FDIV: lambda a, b, dt: f"({a}/{b})",
-        Ops.MOD: lambda a, b, dt: f"({a}%{b})",
+        Ops.MOD: lambda a, b, dt: (
+            (f"__builtin_fmod({a}, {b})" if dt.scalar() == dtypes.float64 else f"__builtin_fmodf({a}, {b})")
+            if dtypes.is_float(dt)
+            else f"({a}%{b})"
+        ),
         # NaN-propagating like numpy's maximum (and the PYTHON backend): a NaN on either side wins
         Ops.MAX: lambda a, b, dt: (
             f"((({a}>{b})||({a}!={a}))?{a}:{b})" if dtypes.is_float(dt) else f"(({a}>{b})?{a}:{b})"

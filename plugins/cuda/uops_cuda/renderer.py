@@ -55,6 +55,11 @@ class CUDARenderer(CStyleRenderer):
         Ops.SQRT: _math("sqrtf", "sqrt"),
         Ops.TRUNC: _math("truncf", "trunc"),
         Ops.POW: lambda a, b, dt: f"pow({a}, {b})" if dt.scalar() == dtypes.float64 else f"powf({a}, {b})",
+        Ops.MOD: lambda a, b, dt: (
+            (f"fmod({a}, {b})" if dt.scalar() == dtypes.float64 else f"fmodf((float)({a}), (float)({b}))")
+            if dtypes.is_float(dt)
+            else f"({a}%{b})"
+        ),
     }
 
     def __init__(self, arch: str = "sm_90") -> None:

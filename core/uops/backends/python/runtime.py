@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from uops.dtypes import DType, PtrDType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
-from uops.ir.ops import AxisType, Ops
+from uops.ir.alu import ALU, eval_array
+from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.serialize import uops_from_data
 from uops.ir.uop import UOp
 from uops.runtime import Allocator, HostAllocator, Program, Runtime
@@ -37,68 +38,13 @@ def _round(x: Any, dt: DType) -> np.ndarray:
     return arr
 
 
-def _cdiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    safe = np.where(b == 0, 1, b)
-    q = np.abs(a) // np.abs(safe)
-    return np.where(b == 0, 0, np.where((a < 0) != (safe < 0), -q, q))
-
-
 def _alu(op: Ops, dt: DType, srcs: list[np.ndarray]) -> np.ndarray:
+    """The ALU table's array semantics, rounded to the result dtype (comparisons stay bool)."""
+    if op not in ALU:
+        raise InterpreterError(f"the PYTHON backend has no definition of {op.name}; this is a bug")
     with np.errstate(all="ignore"):
-        a = srcs[0]
-        if op is Ops.NEG:
-            return np.logical_not(a) if dt == dtypes.bool else _round(-a, dt)
-        if op is Ops.EXP2:
-            return _round(np.exp2(a), dt)
-        if op is Ops.LOG2:
-            return _round(np.log2(a), dt)
-        if op is Ops.SIN:
-            return _round(np.sin(a), dt)
-        if op is Ops.SQRT:
-            return _round(np.sqrt(a), dt)
-        if op is Ops.RECIPROCAL:
-            return _round(1 / a, dt)
-        if op is Ops.TRUNC:
-            return _round(np.trunc(a), dt)
-        b = srcs[1]
-        if op is Ops.ADD:
-            return _round(np.add(a, b), dt)
-        if op is Ops.SUB:
-            return _round(np.subtract(a, b), dt)
-        if op is Ops.MUL:
-            return _round(np.multiply(a, b), dt)
-        if op is Ops.FDIV:
-            return _round(np.true_divide(a, b), dt)
-        if op is Ops.IDIV:
-            return _round(_cdiv(a, b), dt)
-        if op is Ops.MOD:
-            return _round(a - _cdiv(a, b) * b, dt)
-        if op is Ops.MAX:
-            return _round(np.maximum(a, b), dt)
-        if op is Ops.POW:
-            return _round(np.power(a, b), dt)
-        if op is Ops.CMPLT:
-            return np.less(a, b)
-        if op is Ops.CMPNE:
-            return np.not_equal(a, b)
-        if op is Ops.CMPEQ:
-            return np.equal(a, b)
-        if op is Ops.AND:
-            return _round(np.bitwise_and(a, b), dt)
-        if op is Ops.OR:
-            return _round(np.bitwise_or(a, b), dt)
-        if op is Ops.XOR:
-            return _round(np.bitwise_xor(a, b), dt)
-        if op is Ops.SHL:
-            return _round(np.left_shift(a, b.astype(a.dtype)), dt)
-        if op is Ops.SHR:
-            return _round(np.right_shift(a, b.astype(a.dtype)), dt)
-        c = srcs[2]
-        if op is Ops.WHERE:
-            return _round(np.where(a, b, c), dt)
-        if op is Ops.MULACC:
-            return _round(a * b + c, dt)
-    raise InterpreterError(f"the PYTHON backend has no definition of {op.name}; this is a bug")
+        out = eval_array(op, srcs)
+    return out if op in GroupOp.Comparison else _round(out, dt)
 
 
 def _cast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:

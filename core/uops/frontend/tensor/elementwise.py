@@ -110,17 +110,18 @@ def floordiv(self: Tensor, y: Tensor | Scalar | np.ndarray, reverse: bool = Fals
 
 
 def mod(self: Tensor, y: Tensor | Scalar | np.ndarray, reverse: bool = False) -> Tensor:
-    """numpy's remainder: the result has the sign of the divisor."""
+    """numpy's remainder: the IR's MOD (C's ``%``, exact ``fmod`` for floats) moved to the divisor's sign."""
     a, b = self._operands(y, reverse)
-    if dtypes.is_float(a.dtype):
-        return a - (a / b).floor() * b
     if dtypes.is_bool(a.dtype):
         a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
     r = a._alu(Ops.MOD, b)
     if dtypes.is_unsigned(a.dtype):
         return r
     fix = (r != 0) & ((r < 0) != (b < 0))
-    return fix.where(r + b, r)
+    out = fix.where(r + b, r)
+    if dtypes.is_float(a.dtype):  # a zero remainder takes the divisor's sign
+        out = (r != 0).where(out, (b < 0).where(-b.zeros_like(), 0.0))
+    return out
 
 
 def pow(self: Tensor, y: Tensor | Scalar | np.ndarray, reverse: bool = False) -> Tensor:  # noqa: A001
