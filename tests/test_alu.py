@@ -68,7 +68,7 @@ def test_every_alu_op_has_one_definition() -> None:
     assert set(ALU) == GroupOp.ALU
 
 
-@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.int32, dtypes.int64])
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.int32, dtypes.int64], ids=lambda d: d.name)
 def test_the_cases_c_leaves_undefined_are_fixed_like_numpy(dt: DType) -> None:
     lo = int(dtypes.min(dt))
     assert eval_scalar(Ops.IDIV, dt, (7, 0)) == 0 and eval_scalar(Ops.MOD, dt, (7, 0)) == 0
@@ -92,7 +92,7 @@ def test_python_int_division_helpers() -> None:
 
 
 @pytest.mark.parametrize("a,b", [(1e10, 3.0), (5e7, 0.3), (-1e10, 3.0), (7.5, -2.0), (1.0, 0.0), (math.inf, 2.0)])
-@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64])
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64], ids=lambda d: d.name)
 def test_float_mod_is_fmod_on_both_sides(dt: DType, a: float, b: float) -> None:
     npdt = to_numpy(dt)
     with np.errstate(all="ignore"):
@@ -103,7 +103,7 @@ def test_float_mod_is_fmod_on_both_sides(dt: DType, a: float, b: float) -> None:
         np.testing.assert_array_equal(eval_array(Ops.MOD, [np.array([a], npdt), np.array([b], npdt)]), [want])
 
 
-@pytest.mark.parametrize("dt", INTS)
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
 @pytest.mark.parametrize("op", BINARY)
 def test_table_scalar_array_and_constant_folding_agree(dt: DType, op: Ops) -> None:
     a, b = operands(dt, op)
@@ -117,7 +117,7 @@ def test_table_scalar_array_and_constant_folding_agree(dt: DType, op: Ops) -> No
         assert folded.op is Ops.CONST and folded.arg == want, (op, dt, x, y, folded)
 
 
-@pytest.mark.parametrize("dt", INTS)
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
 def test_wraparound_and_neg_match_numpy(dt: DType) -> None:
     npdt = to_numpy(dt)
     ex = extremes(dt)
@@ -176,7 +176,7 @@ def eval_on_device(device: str, dt_name: str, columns: dict[str, tuple[list[int]
     return out
 
 
-@pytest.mark.parametrize("dt", INTS)
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
 def test_every_device_agrees_with_the_table(device: str, dt: DType) -> None:
     cols = {op.name: operands(dt, op, seed=dt.itemsize) for op in BINARY}
     npname = to_numpy(dt).name
@@ -228,7 +228,7 @@ def tensor_divmod(device: str, dt_name: str, a: list[int], b: list[int]) -> dict
     return {"floordiv": (x // y).numpy().tolist(), "mod": (x % y).numpy().tolist()}
 
 
-@pytest.mark.parametrize("dt", INTS)
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
 def test_finding1_integer_tensor_divisors_with_zero_and_int_min_do_not_crash(device: str, dt: DType) -> None:
     # SIGFPE on CPU and CUDA_EMU: a tensor divisor containing 0, and INT_MIN // -1; numpy gives 0, INT_MIN, 0
     npdt = to_numpy(dt)
@@ -250,7 +250,7 @@ def test_finding1_integer_tensor_divisors_with_zero_and_int_min_do_not_crash(dev
         np.testing.assert_array_equal(np.array(got["mod"], npdt), an % bn)
 
 
-@pytest.mark.parametrize("dt", [dtypes.int32, dtypes.int64])
+@pytest.mark.parametrize("dt", [dtypes.int32, dtypes.int64], ids=lambda d: d.name)
 def test_finding3_floordiv_and_mod_at_the_dtype_minimum(device: str, dt: DType) -> None:
     # PYTHON gave int32 -2**31 // 3 == 715827882 (an overflowing abs), and x // 0 unlike CPU
     from uops import Tensor
@@ -267,7 +267,7 @@ def test_finding3_floordiv_and_mod_at_the_dtype_minimum(device: str, dt: DType) 
         np.testing.assert_array_equal((x % 3).numpy(), a % 3)
 
 
-@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64])
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64], ids=lambda d: d.name)
 def test_finding6_float_mod_with_a_large_quotient_is_exact(device: str, dt: DType) -> None:
     from uops import Tensor
 

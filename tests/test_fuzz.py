@@ -16,6 +16,10 @@ float32). Ops whose outcome flips on a rounding difference (comparisons, floor, 
 int, argmax ties, ``//`` and ``%`` on floats) are only drawn on exact values; inexact values
 are compared with a tolerance scaled to their magnitude.
 
+Integer programs over every int dtype draw the dtype's minimum and maximum, zero divisors and large
+values (numpy's wrapping answers, never a crash: they run in a subprocess); float ``%`` is drawn with
+large quotients, zeros, infinities and NaN.
+
 ``UOPS_FUZZ_EXAMPLES=n`` runs ``n`` examples per device (randomized) to hunt for new bugs;
 ``UOPS_FUZZ_STEPS=k`` draws programs of up to ``k`` steps (default 8).
 
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -879,3 +885,165 @@ def test_bool_to_an_int_power_is_int(device):
     for e in (0, 1, 2, 3):
         assert (t**e).dtype == dtypes.int32
         np.testing.assert_array_equal((t**e).numpy(), np.array([0, 1]) ** e)
+
+
+# ----- integer extremes and float %: wraparound, zero divisors, INT_MIN // -1, large quotients -----
+INT_NP = [np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64)]
+
+
+def int_pool(dt: np.dtype) -> list[int]:
+    """The values where integer semantics differ between languages: the dtype's ends, 0, +-1."""
+    info = np.iinfo(dt)
+    return sorted(
+        {int(info.min), int(info.min) + 1, -1 if info.min < 0 else 2, 0, 1, 2, int(info.max) - 1, int(info.max)}
+    )
+
+
+def int_array(draw: Callable[..., Any], dt: np.dtype, n: int) -> np.ndarray:
+    """Extremes, large values over the whole range, small values and zeros, mixed lane by lane."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    info = np.iinfo(dt)
+    pool = np.array(int_pool(dt), dt)
+    parts = {
+        "extremes": pool[rng.integers(0, len(pool), size=n)],
+        "large": rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dt),
+        "small": rng.integers(max(int(info.min), -9), 10, size=n).astype(dt),
+    }
+    pick = rng.integers(0, 3, size=n)
+    return np.choose(pick, [parts["extremes"], parts["large"], parts["small"]]).astype(dt)
+
+
+INT_BINARY: dict[str, tuple[Callable[[Any, Any], Any], Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
+    "//": (lambda x, y: x // y, np.floor_divide),
+    "%": (lambda x, y: x % y, np.remainder),
+    "+": (lambda x, y: x + y, np.add),
+    "-": (lambda x, y: x - y, np.subtract),
+    "*": (lambda x, y: x * y, np.multiply),
+    "&": (lambda x, y: x & y, np.bitwise_and),
+    "|": (lambda x, y: x | y, np.bitwise_or),
+    "^": (lambda x, y: x ^ y, np.bitwise_xor),
+    "maximum": (lambda x, y: x.maximum(y), np.maximum),
+    "minimum": (lambda x, y: x.minimum(y), np.minimum),
+}
+INT_SELECT: dict[str, tuple[Callable[[Any, Any], Any], Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
+    "<": (lambda x, y: x < y, np.less),
+    "==": (lambda x, y: x == y, np.equal),
+    "!=": (lambda x, y: x != y, np.not_equal),
+    ">=": (lambda x, y: x >= y, np.greater_equal),
+}
+
+
+@st.composite
+def int_programs(draw: Callable[..., Any], max_steps: int = _STEPS) -> tuple[str, list[Any]]:
+    """A chain over one integer dtype: binary ops with tensors or scalars, negation, selects; (dtype, steps)."""
+    dt = draw(st.sampled_from(INT_NP))
+    n = draw(st.integers(1, 24))
+    steps: list[Any] = [("input", int_array(draw, dt, n))]
+    for _ in range(draw(st.integers(1, max_steps))):
+        kind = draw(st.sampled_from(["binary", "binary", "binary", "scalar", "neg", "select"]))
+        i = draw(st.integers(0, len(steps) - 1))
+        if kind == "neg":
+            steps.append(("neg", i))
+            continue
+        if kind == "scalar":
+            v = draw(st.sampled_from(int_pool(dt)))
+            steps.append(("scalar", draw(st.sampled_from(sorted(INT_BINARY))), i, v, draw(st.booleans())))
+            continue
+        if draw(st.booleans()):
+            steps.append(("input", int_array(draw, dt, n)))
+        j = draw(st.integers(0, len(steps) - 1))
+        if kind == "binary":
+            steps.append(("binary", draw(st.sampled_from(sorted(INT_BINARY))), i, j))
+        else:
+            k = draw(st.integers(0, len(steps) - 1))
+            steps.append(("select", draw(st.sampled_from(sorted(INT_SELECT))), i, j, k))
+    return dt.name, steps
+
+
+def run_int_program(dt_name: str, steps: list[Any], device: str | None) -> list[np.ndarray]:
+    """Every step's value: with numpy (``device`` None, wrapping as numpy does) or with Tensor on ``device``."""
+    dt = np.dtype(dt_name)
+    vals: list[Any] = []
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for s in steps:
+            if s[0] == "input":
+                vals.append(s[1] if device is None else Tensor(s[1], device=device))
+            elif s[0] == "neg":
+                vals.append(np.negative(vals[s[1]]) if device is None else -vals[s[1]])
+            elif s[0] == "scalar":
+                _, name, i, v, rev = s
+                tf, nf = INT_BINARY[name]
+                x, y = (vals[i], dt.type(v) if device is None else v)
+                if device is None:
+                    vals.append(np.asarray(nf(y, x) if rev else nf(x, y), dt))
+                elif rev and name not in ("+", "*"):
+                    vals.append(tf(Tensor(np.full(vals[i].shape, v, dt), device=device), x))
+                else:
+                    vals.append(tf(y, x) if rev and name in ("+", "*") else tf(x, y))
+            elif s[0] == "binary":
+                tf, nf = INT_BINARY[s[1]]
+                x, y = vals[s[2]], vals[s[3]]
+                vals.append(np.asarray(nf(x, y), dt) if device is None else tf(x, y))
+            else:
+                tf, nf = INT_SELECT[s[1]]
+                x, y, z = vals[s[2]], vals[s[3]], vals[s[4]]
+                vals.append(np.where(nf(x, y), z, x) if device is None else tf(x, y).where(z, x))
+    return [v if device is None else v.numpy() for v in vals]
+
+
+def _int_steps_repr(dt_name: str, steps: list[Any]) -> str:
+    lines = [f"dtype {dt_name}"]
+    for i, s in enumerate(steps):
+        lines.append(f"v{i} = " + (f"Tensor({s[1].tolist()})" if s[0] == "input" else repr(s)))
+    return "\n".join(lines)
+
+
+def check_int_program(dt_name: str, steps: list[Any], device: str) -> None:
+    want = run_int_program(dt_name, steps, None)
+    for i, (g, w) in enumerate(zip(run_int_program(dt_name, steps, device), want)):
+        np.testing.assert_array_equal(g, w, err_msg=f"v{i}")
+
+
+@fuzz_settings(40)
+@given(prog=int_programs())
+def fuzz_integer_extremes(device: str, prog: tuple[str, list[Any]]) -> None:
+    note(_int_steps_repr(*prog))
+    check_int_program(*prog, device)
+
+
+def test_fuzz_integer_extremes(device: str) -> None:
+    """Every int dtype at its minimum and maximum, zero divisors (tensor and scalar), large values: numpy's
+    wrapping answers. The whole search runs in a subprocess, so a trapping division fails the test."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"import sys; sys.path.insert(0, {here!r})\nfrom test_fuzz import fuzz_integer_extremes\n"
+    code += f"fuzz_integer_extremes({device!r})\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, f"exit {r.returncode} on {device}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+
+
+FMOD_A = [1e10, -1e10, 5e7, 1e30, -3.0e38, 7.5, -7.5, 3.0, -3.0, 0.0, -0.0, 1.0, 0.25, np.inf, -np.inf, np.nan]
+FMOD_B = [3.0, 0.3, -0.3, 7.0, -2.0, 2.0, 1e-3, 0.1, 1e20, 0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0]
+
+
+@fuzz_settings(20)
+@given(
+    dt=st.sampled_from([np.dtype(np.float32), np.dtype(np.float64)]),
+    a=st.lists(st.sampled_from(FMOD_A) | st.floats(-1e12, 1e12), min_size=1, max_size=16),
+    b=st.lists(st.sampled_from(FMOD_B) | st.floats(-1e3, 1e3), min_size=1, max_size=16),
+    scalar=st.booleans(),
+)
+def test_fuzz_float_mod(device: str, dt: np.dtype, a: list[float], b: list[float], scalar: bool) -> None:
+    """float % with large quotients, zeros, infinities and NaN: numpy's exact remainder, sign of zero included."""
+    n = min(len(a), len(b))
+    an, bn = np.array(a[:n], dt), np.array(b[:n], dt)
+    x = Tensor(an, device=device)
+    with np.errstate(all="ignore"):
+        if scalar:
+            want = an % dt.type(b[0])
+            got = (x % float(dt.type(b[0]))).numpy()
+        else:
+            want = an % bn
+            got = (x % Tensor(bn, device=device)).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
