@@ -281,3 +281,25 @@ def test_finding6_float_mod_with_a_large_quotient_is_exact(device: str, dt: DTyp
     for s in (3.0, 0.3, -7.0):
         np.testing.assert_array_equal((Tensor(a, device=device) % s).numpy(), a % npdt.type(s))
     assert float((Tensor(np.array([1e10], npdt), device=device) % 3).numpy()[0]) == 1.0
+
+
+FLOAT_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 1e300, -1e300, 1e-310, math.inf, -math.inf, math.nan]
+
+
+FLOAT_OPS = sorted((op for op, d in ALU.items() if d.floats is not None and op not in GroupOp.Ternary), key=str)
+
+
+@pytest.mark.parametrize("op", FLOAT_OPS, ids=str)
+def test_float_scalar_and_array_sides_agree_on_special_values(op: Ops) -> None:
+    # IEEE rules on both sides: NaN, infinities, signed zeros, overflow, poles
+    nargs = 1 if op in GroupOp.Unary else 2
+    pairs = [(x,) for x in FLOAT_SPECIALS] if nargs == 1 else [(x, y) for x in FLOAT_SPECIALS for y in FLOAT_SPECIALS]
+    out = dtypes.bool if op in GroupOp.Comparison else dtypes.float64
+    cols = [np.array([p[k] for p in pairs], np.float64) for k in range(nargs)]
+    with np.errstate(all="ignore"):
+        arr = eval_array(op, cols)
+    for p, z in zip(pairs, arr.tolist()):
+        got = eval_scalar(op, out, p)
+        assert got is not None, (op, p)
+        same = (got != got and z != z) or (got == z and math.copysign(1, got) == math.copysign(1, z))
+        assert same, (op, p, got, z)

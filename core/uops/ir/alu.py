@@ -100,15 +100,17 @@ def _log2(a: float) -> float:
 
 
 def _pow(a: float, b: float) -> float:
+    odd = math.isfinite(b) and b == int(b) and int(b) % 2 == 1
     try:
         return math.pow(a, b)
-    except (ValueError, OverflowError):
-        odd = b == int(b) and int(b) % 2 == 1 if math.isfinite(b) else False
-        if a == 0:  # pole: 0 ** negative
-            return math.copysign(math.inf, a) if odd else math.inf
-        if abs(a) > 1 or (b < 0 and abs(a) < 1):  # overflow
-            return -math.inf if odd and a < 0 else math.inf
-        return math.nan  # negative base, non-integer exponent
+    except OverflowError:
+        return -math.inf if a < 0 and odd else math.inf
+    except ValueError:  # 0 ** negative is a pole; a negative base to a non-integer power has no real value
+        return (math.copysign(math.inf, a) if odd else math.inf) if a == 0 else math.nan
+
+
+def _trunc(a: float) -> float:
+    return math.copysign(math.trunc(a), a) if math.isfinite(a) else a  # -0.5 -> -0.0, as C's trunc
 
 
 def _fmax(a: float, b: float) -> float:
@@ -224,7 +226,7 @@ ALU: dict[Ops, AluDef] = {
     Ops.SIN: AluDef(None, lambda a: math.sin(a) if math.isfinite(a) else math.nan, _np("sin")),
     Ops.SQRT: AluDef(None, lambda a: math.sqrt(a) if a >= 0 else math.nan if a < 0 else a, _np("sqrt")),
     Ops.RECIPROCAL: AluDef(None, lambda a: _fdiv(1.0, a), _np("reciprocal")),
-    Ops.TRUNC: AluDef(_i(lambda a: a), lambda a: float(math.trunc(a)) if math.isfinite(a) else a, _np("trunc")),
+    Ops.TRUNC: AluDef(_i(lambda a: a), _trunc, _np("trunc")),
     Ops.ADD: AluDef(_i(lambda a, b: a + b), lambda a, b: a + b, _np("add")),
     Ops.SUB: AluDef(_i(lambda a, b: a - b), lambda a, b: a - b, _np("subtract")),
     Ops.MUL: AluDef(_i(lambda a, b: a * b), lambda a, b: a * b, _np("multiply")),
