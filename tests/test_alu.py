@@ -303,3 +303,14 @@ def test_float_scalar_and_array_sides_agree_on_special_values(op: Ops) -> None:
         assert got is not None, (op, p)
         same = (got != got and z != z) or (got == z and math.copysign(1, got) == math.copysign(1, z))
         assert same, (op, p, got, z)
+
+
+def test_spec_accepts_float_mod_and_names_float_idiv() -> None:
+    from uops.ir.spec import SpecError, verify
+
+    f = UOp.const(dtypes.float32, 2.0)
+    g = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(1), (), 0)
+    zero = UOp.const(dtypes.int32, 0)
+    verify(UOp.sink(g.index(zero).store(UOp(Ops.MOD, dtypes.float32, (f, f)))), "lowered")
+    with pytest.raises(SpecError, match="IDIV is integer division"):
+        verify(UOp.sink(g.index(zero).store(UOp(Ops.IDIV, dtypes.float32, (f, f)))), "lowered")

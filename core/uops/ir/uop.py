@@ -579,12 +579,12 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
         if dtypes.is_float(dt):
             return lo, hi
         return _clamp(lo, hi, dt)
-    if op in GroupOp.ALU and all(x.dtype.kind != "f" for x in s):
-        # every source a single known value: the op's value itself, from the ALU table
+    if op in GroupOp.ALU:
+        # every source a single known integer value: the op's value itself, from the ALU table
         vals = []
         for x in s:
             lo, hi = x._range()
-            if lo != hi:
+            if lo != hi or x.dtype.kind == "f":
                 break
             vals.append(lo)
         else:
