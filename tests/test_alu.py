@@ -314,3 +314,21 @@ def test_spec_accepts_float_mod_and_names_float_idiv() -> None:
     verify(UOp.sink(g.index(zero).store(UOp(Ops.MOD, dtypes.float32, (f, f)))), "lowered")
     with pytest.raises(SpecError, match="IDIV is integer division"):
         verify(UOp.sink(g.index(zero).store(UOp(Ops.IDIV, dtypes.float32, (f, f)))), "lowered")
+
+
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.int32, dtypes.int64], ids=lambda d: d.name)
+def test_signed_wraparound_with_constant_operands(device: str, dt: DType) -> None:
+    # clang -O2 folded `x + INT_MIN` as if signed overflow could not happen (-9 + INT_MIN gave -9):
+    # the IR defines wraparound, so the C compilers are told so (-fwrapv)
+    from uops import Tensor
+
+    npdt = to_numpy(dt)
+    lo, hi = int(dtypes.min(dt)), int(dtypes.max(dt))
+    a = np.array([-9, -7, 0, 5, lo, hi], npdt)
+    x = Tensor(a, device=device)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal((x + lo).numpy(), a + npdt.type(lo))
+        np.testing.assert_array_equal((x + hi).numpy(), a + npdt.type(hi))
+        np.testing.assert_array_equal((x * hi).numpy(), a * npdt.type(hi))
+        np.testing.assert_array_equal((x - lo).numpy(), a - npdt.type(lo))
+        np.testing.assert_array_equal((-(x + lo)).numpy(), -(a + npdt.type(lo)))

@@ -76,6 +76,11 @@ def clang_available() -> str | None:
     return None
 
 
+# flags that change what a kernel computes (not only how fast): signed integers wrap, as the IR defines
+# (uops.ir.alu); without it clang may fold `x + INT_MIN` as if it could not overflow
+SEMANTIC_FLAGS = ("-fwrapv",)
+
+
 class ClangCompiler(Compiler):
     """Compiles one C translation unit to a freestanding shared library; returns its bytes.
 
@@ -93,6 +98,7 @@ class ClangCompiler(Compiler):
             "-ffreestanding",
             "-fno-math-errno",
             "-ffp-contract=fast",  # a*b+c across statements becomes one FMA (register-tiled reductions)
+            *SEMANTIC_FLAGS,
             "-fno-stack-protector",  # the guard needs libc's __stack_chk_fail
             "-Werror=implicit-function-declaration",  # an unknown call fails now, not at load
             "-nostdlib",
@@ -107,7 +113,7 @@ class ClangCompiler(Compiler):
     def identity(self) -> str:
         """``clang --version`` line, target triple and cpu: part of the cache key."""
         version, triple, cpu = _probe(self.clang, self.arch)
-        return f"{version} | target={triple} | cpu={cpu}"
+        return f"{version} | target={triple} | {' '.join(SEMANTIC_FLAGS)} | cpu={cpu}"
 
     def compile(self, src: str) -> bytes:
         """Compile ``src`` in a temp dir; raise ``CompileError`` with clang's stderr on failure."""

@@ -83,13 +83,14 @@ class EmulatedCompiler(Compiler):
         self.device = device
         self.dialect = dialect
         self.cxx = cxx
-        self.flags = ("-std=c++17", opt, "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
+        # -fwrapv: signed integers wrap, as the IR defines (uops.ir.alu); it is part of the identity
+        self.flags = ("-std=c++17", opt, "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv")
         self._identity: str | None = None
 
     def identity(self) -> str:
         if self._identity is None:  # computed once: it is part of every cache key
             digest = self.dialect.digest(shim_header())
-            self._identity = f"emulate:{self.device}:{cxx_version(self.cxx or cxx_path())}:{self.dialect.name}-{digest}"
+            self._identity = f"emulate:{self.device}:{cxx_version(self.cxx or cxx_path())}:{self.dialect.name}-{digest}:wrapv"
         return self._identity
 
     def _write_includes(self, root: Path) -> tuple[Path, Path]:
