@@ -579,6 +579,20 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
         if dtypes.is_float(dt):
             return lo, hi
         return _clamp(lo, hi, dt)
+    if op is Ops.IDIV and dtypes.is_int(dt):
+        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
+        if b0 > 0 or b1 < 0:
+            qs = [idiv(int(x), int(y)) for x in (a0, a1) for y in (b0, b1)]
+            return _clamp(min(qs), max(qs), dt)
+    if op is Ops.MOD and dtypes.is_int(dt):
+        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
+        if b0 > 0:
+            m = b1 - 1
+            if a0 >= 0:
+                return (a0 if a1 < b0 else 0), min(a1, m)
+            if a1 <= 0:
+                return max(a0, -m), 0
+            return -m, m
     if op in GroupOp.ALU:
         # every source a single known integer value: the op's value itself, from the ALU table
         vals = []
@@ -591,22 +605,6 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
             v = eval_scalar(op, dt, tuple(vals), s[-1].dtype)
             if v is not None:
                 return v, v
-    if op is Ops.IDIV and dtypes.is_int(dt):
-        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
-        if b0 > 0 or b1 < 0:
-            qs = [idiv(int(x), int(y)) for x in (a0, a1) for y in (b0, b1)]
-            return _clamp(min(qs), max(qs), dt)
-        return dtypes.min(dt), dtypes.max(dt)
-    if op is Ops.MOD and dtypes.is_int(dt):
-        (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
-        if b0 > 0:
-            m = b1 - 1
-            if a0 >= 0:
-                return (a0 if a1 < b0 else 0), min(a1, m)
-            if a1 <= 0:
-                return max(a0, -m), 0
-            return -m, m
-        return dtypes.min(dt), dtypes.max(dt)
     if op is Ops.AND:
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
         if dtypes.is_bool(dt):
