@@ -210,12 +210,13 @@ def test_constant_divisors_stay_a_plain_division() -> None:
     def lowered(val: UOp) -> list[Ops]:
         return [u.op for u in get_program(UOp.sink(g[0].index(r).store(val)), d.renderer, d.compiler).uops]
 
-    for divisor in (UOp.const(dtypes.int32, 3), UOp.const(dtypes.int32, -3), r + 1):  # ranges without 0 or -1
+    i = r.cast(dtypes.int32)  # 0..7
+    for divisor in (UOp.const(dtypes.int32, 3), UOp.const(dtypes.int32, -3), i + 1):  # ranges without 0 or -1
         ops = lowered(UOp(Ops.IDIV, dtypes.int32, (x, divisor)))
         assert Ops.IDIV in ops and Ops.WHERE not in ops, divisor
-    assert Ops.WHERE in lowered(UOp(Ops.IDIV, dtypes.int32, (x, r - 1)))  # -1..6 holds 0 (and -1)
+    assert Ops.WHERE in lowered(UOp(Ops.IDIV, dtypes.int32, (x, i - 1)))  # -1..6 holds 0 (and -1)
     # -1 needs no guard when the dividend cannot be INT_MIN
-    assert Ops.WHERE not in lowered(UOp(Ops.IDIV, dtypes.int32, (r, -r - 1)))
+    assert Ops.WHERE not in lowered(UOp(Ops.IDIV, dtypes.int32, (i, -i - 1)))
 
 
 # ----------------------------------------------------------------------------------------
