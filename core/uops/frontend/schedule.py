@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from uops.dtypes import DType, dtypes, truncate
+from uops.ir.alu import eval_scalar
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.ir.symbolic import exec_alu
 from uops.ir.uop import UOp
 
 from .view import ShapeTracker, _and, _c, _lin, strides_for
@@ -177,8 +177,8 @@ def _uniform_of(n: UOp) -> object:
         vals = tuple(_uniform[s] for s in n.src)
         if any(v is _NOT_UNIFORM for v in vals):
             return _NOT_UNIFORM
-        out = exec_alu(n.op, n.dtype, vals)  # type: ignore[arg-type]
-        return _NOT_UNIFORM if out is None else out
+        out = eval_scalar(n.op, n.dtype, vals, n.src[-1].dtype)  # type: ignore[arg-type]
+        return _NOT_UNIFORM if out is None or out != out else out  # a NaN is left to the kernel
     return _NOT_UNIFORM
 
 

@@ -90,7 +90,8 @@ class EmulatedCompiler(Compiler):
     def identity(self) -> str:
         if self._identity is None:  # computed once: it is part of every cache key
             digest = self.dialect.digest(shim_header())
-            self._identity = f"emulate:{self.device}:{cxx_version(self.cxx or cxx_path())}:{self.dialect.name}-{digest}:wrapv"
+            cxx = cxx_version(self.cxx or cxx_path())
+            self._identity = f"emulate:{self.device}:{cxx}:{self.dialect.name}-{digest}:wrapv"
         return self._identity
 
     def _write_includes(self, root: Path) -> tuple[Path, Path]:
