@@ -117,6 +117,10 @@ class Compiler:
         """Compile ``src``; raise ``CompileError(message, source)`` when it is rejected."""
         raise NotImplementedError(f"{type(self).__qualname__} must implement compile(src) -> bytes")
 
+    def check_binary(self, lib: bytes) -> None:
+        """Raise ValueError when ``lib`` cannot be a binary this compiler produced (a cached entry then is
+        recompiled). The default accepts any bytes; compilers of native code check the format."""
+
     def cache_key(self, src: str) -> str:
         return cache_key(src, self.identity(), tuple(self.flags))
 
@@ -129,7 +133,7 @@ class Compiler:
         d = cache_dir()
         path = entry_path(d, key) if d is not None else None
         if path is not None:
-            lib = read_entry(path)
+            lib = read_entry(path, check=self.check_binary)
         if lib is None:
             lib = self.compile(src)
             if not isinstance(lib, bytes | bytearray):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uops.compiler.cache import LRU, size_from_env
 from uops.dtypes import SCALARS, DType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
@@ -28,7 +29,11 @@ if TYPE_CHECKING:
 _buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 #: host data waiting to be copied into a BUFFER node's device memory on first use
 pending: weakref.WeakKeyDictionary[UOp, np.ndarray] = weakref.WeakKeyDictionary()
-_programs: dict[tuple[UOp, str], tuple[Any, Any, tuple[int, ...], tuple[int, ...]]] = {}
+#: (kernel AST, device) -> (ProgramSpec, loaded Program, global size, local size), the most recently used
+#: ``UOPS_PROGRAM_CACHE`` (default 256) kept loaded; one that falls out is unloaded once unreferenced
+_programs: LRU[tuple[UOp, str], tuple[Any, Any, tuple[int, ...], tuple[int, ...]]] = LRU(
+    size_from_env("UOPS_PROGRAM_CACHE", 256)
+)
 
 
 class DTypeNotSupportedError(TypeError):
@@ -114,8 +119,9 @@ def get_runner(ast: UOp, device: str, beam: int | None = None) -> tuple[Any, Any
     spec = get_program(ast, dev.renderer, dev.compiler, opts)
     prog = dev.runtime.load(spec.name, spec.lib)
     gsz, lsz = spec.launch_dims()
-    _programs[key] = (spec, prog, gsz, lsz)
-    return _programs[key]
+    hit = (spec, prog, gsz, lsz)
+    _programs.put(key, hit)
+    return hit
 
 
 def run_item(item: ScheduleItem) -> None:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops.runtime.elf import read_shared_object
 
 __all__ = ["ClangCompiler", "clang_available", "clang_path"]
 
@@ -114,6 +115,10 @@ class ClangCompiler(Compiler):
         """``clang --version`` line, target triple and cpu: part of the cache key."""
         version, triple, cpu = _probe(self.clang, self.arch)
         return f"{version} | target={triple} | {' '.join(SEMANTIC_FLAGS)} | cpu={cpu}"
+
+    def check_binary(self, lib: bytes) -> None:
+        """A CPU kernel is an ELF shared library for this machine."""
+        read_shared_object(lib, "cached kernel library")
 
     def compile(self, src: str) -> bytes:
         """Compile ``src`` in a temp dir; raise ``CompileError`` with clang's stderr on failure."""

@@ -1,16 +1,15 @@
 """The CPU runtime: aligned host memory and shared libraries loaded with ctypes.
 
 Loading never compiles: ``load`` takes the bytes ``ClangCompiler`` produced (possibly on
-another machine, from a serialised ProgramSpec) and dlopens them.
+another machine, from a serialised ProgramSpec), checks they are a shared library for this
+machine that defines the kernel itself, and dlopens them; the library is closed again when its
+program is garbage.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
-import os
-import re
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from uops.runtime import Buffer, HostAllocator, Program, Runtime
+from uops.runtime.elf import SharedLibrary
 from uops_cpu_clang.renderer import cpu_threads
 
 __all__ = ["ClangProgram", "ClangRuntime", "cpu_threads"]
@@ -58,32 +58,9 @@ class ClangProgram(Program):
     """
 
     def __init__(self, name: str, lib: bytes) -> None:
-        if not lib.startswith(b"\x7fELF"):
-            raise ValueError(
-                f"cannot load {name!r} on CPU: the bytes are not an ELF shared library "
-                f"(starts with {lib[:8]!r}); was the program compiled for another device?"
-            )
         self.name = name
-        fd, path = tempfile.mkstemp(prefix=f"uops-{re.sub(r'[^A-Za-z0-9_]', '_', name)[:40]}-", suffix=".so")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(lib)
-            try:
-                self._dll = ctypes.CDLL(path)
-            except OSError as e:
-                raise OSError(
-                    f"cannot load the kernel library for {name!r}: {e}. If the temp dir is mounted noexec, "
-                    "point TMPDIR at one that allows executables"
-                ) from e
-        finally:
-            os.unlink(path)  # the mapping stays valid after the file is gone
-        try:
-            self._fxn = getattr(self._dll, name)
-        except AttributeError:
-            raise AttributeError(
-                f"the compiled library has no function {name!r}: the kernel source must define it "
-                "(check the name passed to load against the rendered source)"
-            ) from None
+        self._lib = SharedLibrary(lib, what=f"kernel library for {name!r}", prefix=f"uops-{name[:40]}-")
+        self._fxn = self._lib.function(name)
         self._fxn.restype = None
 
     def __call__(
@@ -134,7 +111,7 @@ class ClangRuntime(Runtime):
         self.allocator = HostAllocator(align=64)
 
     def load(self, name: str, lib: bytes) -> ClangProgram:
-        """dlopen the compiled bytes and return the kernel ``name``; never compiles."""
+        """dlopen the checked bytes and return the kernel ``name`` the library defines; never compiles."""
         return ClangProgram(name, lib)
 
     def synchronize(self) -> None:

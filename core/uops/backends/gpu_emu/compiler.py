@@ -18,6 +18,7 @@ from pathlib import Path
 
 from uops.backends.gpu_emu.dialect import Dialect
 from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops.runtime.elf import read_shared_object
 
 __all__ = ["EmulatedCompiler", "cxx_path", "cxx_version", "probe_compile", "run_cxx", "shim_header"]
 
@@ -104,6 +105,10 @@ class EmulatedCompiler(Compiler):
         prelude = root / "prelude.h"
         prelude.write_text(self.dialect.prelude(shim_header()))
         return prelude, stubs
+
+    def check_binary(self, lib: bytes) -> None:
+        """An emulated kernel is an ELF shared library for this machine."""
+        read_shared_object(lib, "cached emulated library")
 
     def compile(self, src: str) -> bytes:
         decls = self.dialect.kernels(src)

@@ -25,6 +25,7 @@ from uops.backends.gpu_emu.compiler import cxx_path, cxx_version, run_cxx, shim_
 from uops.backends.gpu_emu.dialect import Dialect
 from uops.compiler import CompileError, CompilerUnavailableError, cache_dir
 from uops.runtime import HostAllocator, Program, Runtime
+from uops.runtime.elf import ElfError, SharedLibrary
 
 __all__ = ["EmulatedProgram", "EmulatedRuntime", "LaunchError", "kernel_symbols", "probe_runtime", "shim_runtime"]
 
@@ -83,14 +84,17 @@ def shim_runtime() -> ctypes.CDLL:
         return _runtime_lib
 
 
-def kernel_symbols(lib: ctypes.CDLL, name: str) -> tuple[Any, int, int]:
-    """The entry thunk of kernel ``name`` in a library built by EmulatedCompiler, its barrier flag, its bound."""
+def kernel_symbols(lib: SharedLibrary, name: str) -> tuple[Any, int, int]:
+    """The entry thunk of kernel ``name`` in a library built by EmulatedCompiler, its barrier flag, its bound.
+
+    Only symbols the library itself defines resolve (never one of its dependencies).
+    """
     try:
-        entry = getattr(lib, f"uops_shim_entry_{name}")
-        barriers = ctypes.c_int.in_dll(lib, f"uops_shim_barriers_{name}").value
-        bound = ctypes.c_uint.in_dll(lib, f"uops_shim_bound_{name}").value
+        entry = lib.function(f"uops_shim_entry_{name}")
+        barriers = lib.object(f"uops_shim_barriers_{name}", ctypes.c_int).value
+        bound = lib.object(f"uops_shim_bound_{name}", ctypes.c_uint).value
     except (AttributeError, ValueError) as e:
-        raise LaunchError(f"kernel {name!r} is not in this library (was it built by EmulatedCompiler?)") from e
+        raise LaunchError(f"kernel {name!r} is not in this library (was it built by EmulatedCompiler?): {e}") from e
     return entry, int(barriers), int(bound)
 
 
@@ -111,16 +115,10 @@ class EmulatedProgram(Program):
         self.name = name
         self.dialect = dialect
         self._rt = shim_runtime()
-        # dlopen needs a file; it may be deleted once mapped
-        fd, path = tempfile.mkstemp(prefix=f"uops-emu-{name}-", suffix=".so")
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(lib)
-            self._lib = ctypes.CDLL(path)
-        except OSError as e:
+            self._lib = SharedLibrary(lib, what=f"emulated library for {name!r}", prefix=f"uops-emu-{name[:40]}-")
+        except (ElfError, OSError) as e:
             raise LaunchError(f"cannot load the emulated library for {name!r}: {e}") from e
-        finally:
-            os.unlink(path)
         entry, self._barriers, self.bound = kernel_symbols(self._lib, name)
         self._entry_ptr = ctypes.cast(entry, ctypes.c_void_p)
 
