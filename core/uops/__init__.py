@@ -9,6 +9,7 @@ from uops.ir.uop import UOp
 from uops.version import __version__
 
 if TYPE_CHECKING:
+    from uops.codegen.load import load_program
     from uops.frontend.tensor import Tensor
     from uops.plugins import Device
 
@@ -23,6 +24,10 @@ def __getattr__(name: str) -> object:
         from uops.frontend.tensor import Tensor
 
         return Tensor
+    if name == "load_program":  # the checked loader of saved ProgramSpecs
+        from uops.codegen.load import load_program
+
+        return load_program
     raise AttributeError(f"module 'uops' has no attribute {name!r}")
 
 
@@ -40,4 +45,5 @@ __all__ = [
     "UPat",
     "dtypes",
     "graph_rewrite",
+    "load_program",
 ]

@@ -130,13 +130,16 @@ def read_regular_file(path: str | os.PathLike[str], limit: int, follow_symlinks:
         if not follow_symlinks and e.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise ValueError(f"{path} is a symbolic link, not a regular file") from None
         raise
-    with os.fdopen(fd, "rb") as f:
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"{path} is not a regular file (mode {stat.filemode(st.st_mode)})")
         if st.st_size > limit:
             raise ValueError(f"{path} is {st.st_size} bytes, more than the limit of {limit}")
-        data = f.read(limit + 1)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
     if len(data) > limit:  # it grew while being read
         raise ValueError(f"{path} is more than the limit of {limit} bytes")
     return data
