@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from uops.compiler import CompileError, Compiler, cache_dir, clear_memory_cache, read_entry, write_entry
@@ -31,6 +32,12 @@ class ZlibCompiler(Compiler):
         if "#error" in src:
             raise CompileError("1:1: error: #error directive", src, compiler="zlib")
         return zlib.compress(src.encode(), level=int(self.flags[0][1:]))
+
+    def check_binary(self, lib: bytes) -> None:
+        try:
+            zlib.decompress(lib)
+        except zlib.error as e:
+            raise ValueError(f"not a zlib stream: {e}") from None
 
 
 @pytest.fixture
@@ -120,7 +127,8 @@ def test_corrupt_entry_is_recompiled_and_replaced(cdir: Path, corrupt) -> None:
     path.write_bytes(corrupt(path.read_bytes()))
     clear_memory_cache()
     c = ZlibCompiler()
-    assert c.compile_cached(SRC) == good
+    with pytest.warns(RuntimeWarning, match="deleted it and recompiling"):
+        assert c.compile_cached(SRC) == good
     assert c.calls == 1, "a corrupt entry must be recompiled, never loaded"
     assert read_entry(path) == good, "the corrupt entry must be replaced by a good one"
 
@@ -130,7 +138,8 @@ def test_read_entry_deletes_corrupt_file(tmp_path: Path) -> None:
     write_entry(p, b"payload")
     assert read_entry(p) == b"payload"
     p.write_bytes(p.read_bytes()[:-1])
-    assert read_entry(p) is None
+    with pytest.warns(RuntimeWarning, match="fails its checksum"):
+        assert read_entry(p) is None
     assert not p.exists()
     assert read_entry(tmp_path / "missing.bin") is None
 
@@ -302,3 +311,151 @@ def test_warnings_are_not_raised_when_cache_is_fine(cdir: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ZlibCompiler().compile_cached(SRC)
+
+
+# ---------------------------------------------------------------------------------------
+# issue 11, finding 9: entries bound to their keys, only regular files, bad payloads replaced
+
+SRC_B = "void k(float* a) { a[0] = 2.0f; }\n" * 20
+
+
+def test_swapped_entries_are_misses_and_replaced(cdir: Path) -> None:
+    c = ZlibCompiler()
+    good_a, good_b = c.compile_cached(SRC), c.compile_cached(SRC_B)
+    pa, pb = (cdir / f"{c.cache_key(s)}.bin" for s in (SRC, SRC_B))
+    blob_a, blob_b = pa.read_bytes(), pb.read_bytes()
+    pa.write_bytes(blob_b)
+    pb.write_bytes(blob_a)
+    clear_memory_cache()
+    fresh = ZlibCompiler()
+    with pytest.warns(RuntimeWarning, match="holds the entry of another key"):
+        assert fresh.compile_cached(SRC) == good_a
+    with pytest.warns(RuntimeWarning, match="holds the entry of another key"):
+        assert fresh.compile_cached(SRC_B) == good_b
+    assert fresh.calls == 2, "a swapped entry must never be run as the other kernel"
+    assert read_entry(pa) == good_a and read_entry(pb) == good_b, "both entries are replaced by their own"
+
+
+def test_valid_checksum_with_a_bad_payload_is_replaced(cdir: Path) -> None:
+    c = ZlibCompiler()
+    good = c.compile_cached(SRC)
+    path = cdir / f"{c.cache_key(SRC)}.bin"
+    write_entry(path, b"checksummed, but no zlib stream")
+    clear_memory_cache()
+    fresh = ZlibCompiler()
+    with pytest.warns(RuntimeWarning, match=r"passed its checksum but holds no loadable binary \(not a zlib stream"):
+        assert fresh.compile_cached(SRC) == good
+    assert fresh.calls == 1 and read_entry(path) == good
+    clear_memory_cache()
+    again = ZlibCompiler()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert again.compile_cached(SRC) == good and again.calls == 0, "the replaced entry is a hit"
+
+
+def test_cpu_entry_with_a_bad_payload_is_recompiled_and_runs(cdir: Path) -> None:
+    from uops.plugins import Device
+
+    try:
+        dev = Device["CPU"]
+    except Exception as e:
+        pytest.skip(f"CPU device unavailable: {e}")
+    src = "void k(float* restrict out) { out[0] = 42.0f; }\n"
+    path = cdir / f"{dev.compiler.cache_key(src)}.bin"
+    cdir.mkdir(mode=0o700)
+    write_entry(path, b"\x7fELF but not really a shared library")
+    clear_memory_cache()
+    with pytest.warns(RuntimeWarning, match="holds no loadable binary .*too short"):
+        lib = dev.compiler.compile_cached(src)
+    out = np.zeros(1, np.float32)
+    dev.runtime.load("k", lib)(out)
+    assert out[0] == 42.0
+    assert read_entry(path) == lib
+
+
+def _compile_in_child_quietly(src: str, queue) -> None:
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        lib = ZlibCompiler().compile_cached(src)
+    queue.put((lib, [str(x.message) for x in w]))
+
+
+def _compile_isolated(src: str) -> tuple[bytes, list[str]]:
+    """compile_cached in a forked child: a reader that blocks or eats memory fails the test, not the run."""
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_compile_in_child_quietly, args=(src, queue))
+    p.start()
+    try:
+        lib, msgs = queue.get(timeout=60)
+    finally:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    assert p.exitcode == 0
+    return lib, msgs
+
+
+def test_fifo_entry_does_not_block(cdir: Path) -> None:
+    c = ZlibCompiler()
+    good = c.compile_cached(SRC)
+    path = cdir / f"{c.cache_key(SRC)}.bin"
+    path.unlink()
+    os.mkfifo(path)
+    clear_memory_cache()
+    lib, msgs = _compile_isolated(SRC)
+    assert lib == good
+    assert any("is not a regular file" in m for m in msgs), msgs
+    assert stat.S_ISREG(os.lstat(path).st_mode), "the FIFO is replaced by a real entry"
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "outside"])
+def test_symlinked_entry_is_not_followed(cdir: Path, tmp_path: Path, target: str) -> None:
+    c = ZlibCompiler()
+    good = c.compile_cached(SRC)
+    path = cdir / f"{c.cache_key(SRC)}.bin"
+    dest = Path(target) if target.startswith("/") else tmp_path / "outside.bin"
+    if target == "outside":  # a valid entry for this very key, but kept outside the cache dir
+        dest.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(dest)
+    clear_memory_cache()
+    lib, msgs = _compile_isolated(SRC)
+    assert lib == good
+    assert any("is a symbolic link" in m for m in msgs), msgs
+    assert not path.is_symlink() and read_entry(path) == good
+    if target == "outside":
+        assert dest.read_bytes()[-len(good) :] == good, "the link's target is left alone"
+
+
+def test_oversized_entry_is_not_read(cdir: Path) -> None:
+    from uops.compiler.cache import MAX_ENTRY_BYTES
+
+    c = ZlibCompiler()
+    good = c.compile_cached(SRC)
+    path = cdir / f"{c.cache_key(SRC)}.bin"
+    with open(path, "r+b") as f:
+        f.truncate(MAX_ENTRY_BYTES + (1 << 20))  # sparse: costs no disk
+    clear_memory_cache()
+    with pytest.warns(RuntimeWarning, match="more than the limit"):
+        assert ZlibCompiler().compile_cached(SRC) == good
+    assert path.stat().st_size < 1 << 20
+
+
+def test_read_regular_file(tmp_path: Path) -> None:
+    from uops.compiler.cache import read_regular_file
+
+    f = tmp_path / "f"
+    f.write_bytes(b"12345")
+    assert read_regular_file(f, 5) == b"12345"
+    with pytest.raises(ValueError, match="5 bytes, more than the limit of 4"):
+        read_regular_file(f, 4)
+    link = tmp_path / "link"
+    link.symlink_to(f)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        read_regular_file(link, 100)
+    assert read_regular_file(link, 100, follow_symlinks=True) == b"12345"
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_regular_file(tmp_path, 100)
+    with pytest.raises(FileNotFoundError):
+        read_regular_file(tmp_path / "missing", 100)

@@ -366,3 +366,18 @@ def test_nothing_is_dlopened_that_is_not_a_shared_object_for_this_machine(tmp_pa
     assert not marker.exists()
     dev.runtime.load("k", lib)
     assert marker.exists(), "the unpatched library is a valid one: the checks above refused only what was wrong"
+
+
+def test_the_readme_example_of_a_saved_program(tmp_path: Path) -> None:
+    _cpu()
+    main = "import sys, uops.cli; sys.exit(uops.cli.main())"
+    cmd = [sys.executable, "-c", main, "compile", "a+b", "--shape", "a=4", "--shape", "b=4", "--out", "kernel.json"]
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "kernel.json"
+    prog = load_program(path, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+    out = np.zeros(4, np.float32)
+    prog(out, np.arange(4, dtype=np.float32), np.ones(4, np.float32))
+    np.testing.assert_array_equal(out, [1, 2, 3, 4])
+    with pytest.raises(TypeError, match=r"kernel E_4 takes 3 buffers \(0: float written, 1: float read"):
+        prog(out, np.ones(4, np.float32))
