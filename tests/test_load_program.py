@@ -22,8 +22,10 @@ import pytest
 
 import uops
 from uops import AxisType, Ops, Tensor, UOp, dtypes, load_program
+from uops.codegen.linearizer import linearize
 from uops.codegen.load import LoadedProgram
 from uops.codegen.program import ProgramSpec, get_program
+from uops.dtypes import AddrSpace
 from uops.frontend.realize import buffer_numpy
 from uops.plugins import Device
 from uops.runtime import Buffer
@@ -381,3 +383,41 @@ def test_the_readme_example_of_a_saved_program(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out, [1, 2, 3, 4])
     with pytest.raises(TypeError, match=r"kernel E_4 takes 3 buffers \(0: float written, 1: float read"):
         prog(out, np.ones(4, np.float32))
+
+
+def _tile_reverse(tile: int) -> UOp:
+    """Each block reverses its 64 elements through a shared-memory tile of ``tile`` elements."""
+    bs = 64
+    lidx = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, bs),), "lidx0")
+    gidx = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, 4),), "gidx0")
+    g = [UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), (), i) for i in range(2)]
+    smem = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(tile, AddrSpace.LOCAL), (), "tile")
+    st = smem.index(lidx).store(g[1].index(gidx * bs + lidx).load())
+    bar = UOp(Ops.BARRIER, dtypes.void, (st,))
+    rev = UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(UOp.const(dtypes.int32, bs - 1) - lidx).load()
+    return UOp.sink(g[0].index(gidx * bs + lidx).store(rev))
+
+
+def test_shared_memory_kernel_is_checked_against_its_tile() -> None:
+    if "CUDA_EMU" not in [r.device for r in Device.status() if r.status == "ok"]:
+        pytest.skip("CUDA_EMU unavailable")
+    d = Device["CUDA_EMU"]
+    sink = _tile_reverse(64)
+    uops_ = linearize(sink)
+    src = d.renderer.render("rev_tile", uops_)
+    spec = ProgramSpec(
+        name="rev_tile", src=src, device="CUDA_EMU", target=d.renderer.target, ast=sink, uops=uops_,
+        lib=d.compiler.compile(src), global_size=(UOp.const(dtypes.index, 4),), local_size=(64,), vars=[],
+        outs=[0], ins=[1], buffers={0: "float", 1: "float"},
+    )  # fmt: skip
+    prog = load_program(ProgramSpec.from_json(spec.to_json()))
+    x = rnd(256)
+    out = np.zeros_like(x)
+    prog(out, x)
+    np.testing.assert_array_equal(out, x.reshape(4, 64)[:, ::-1].reshape(-1))
+    with pytest.raises(ValueError, match="local_size\\[0\\] is 128"):
+        load_program(dataclasses.replace(spec, local_size=(128,)))(out, x)
+    small = _tile_reverse(32)
+    bad = load_program(dataclasses.replace(spec, ast=small, uops=linearize(small)))
+    with pytest.raises(ValueError, match="DEFINE_LOCAL tile holds 32 elements, its code may touch 64"):
+        bad(out, x)

@@ -79,7 +79,7 @@ def _check_pin(data: bytes, sha256: str, what: str) -> None:
 
 @dataclass(frozen=True)
 class _Access:
-    slot: int
+    buf: int | UOp  # a global buffer's slot, or the DEFINE_LOCAL / DEFINE_REG itself
     index: UOp  # element index into the slot's buffer
     gate: UOp | None  # the access happens only where this is true
     width: int  # elements per access
@@ -101,13 +101,13 @@ def _accesses(uops: list[UOp]) -> list[_Access]:
         if idx.op is not Ops.INDEX:
             raise ValueError(f"cannot bound a {u.op.name} whose address is a {idx.op.name}, not an INDEX")
         buf = _root(idx.src[0])
-        if buf.op is not Ops.DEFINE_GLOBAL:
-            continue  # local and register memory are checked against their declared size below
-        assert isinstance(buf.dtype, PtrDType)
+        if not isinstance(buf.dtype, PtrDType) or buf.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG):
+            raise ValueError(f"cannot bound a {u.op.name} of a {buf.op.name}: not a declared buffer")
         val = u if u.op is Ops.LOAD else u.src[1]
         width = max(1, val.dtype.count // max(1, buf.dtype.base.count))
         gate = idx.src[2] if len(idx.src) > 2 else None
-        out.append(_Access(buf.arg, idx.src[1], gate, width, u.op is Ops.STORE))
+        key = buf.arg if buf.op is Ops.DEFINE_GLOBAL else buf
+        out.append(_Access(key, idx.src[1], gate, width, u.op is Ops.STORE))
     return out
 
 
@@ -134,10 +134,10 @@ def _bound(clause: UOp) -> tuple[UOp, float, float] | None:
     return None
 
 
-def _touched(accesses: list[_Access], bind: dict[UOp, UOp]) -> tuple[dict[int, int], dict[int, int]]:
-    """(slot -> elements the kernel can touch, slot -> lowest index it can touch), vars bound by ``bind``."""
-    need: dict[int, int] = {}
-    low: dict[int, int] = {}
+def _touched(accesses: list[_Access], bind: dict[UOp, UOp]) -> tuple[dict[int | UOp, int], dict[int | UOp, int]]:
+    """(buffer -> elements the kernel can touch, buffer -> lowest index it can touch), vars bound by ``bind``."""
+    need: dict[int | UOp, int] = {}
+    low: dict[int | UOp, int] = {}
     for n, acc in enumerate(accesses):
         idx = acc.index.substitute(bind)
         if acc.gate is not None:
@@ -159,8 +159,8 @@ def _touched(accesses: list[_Access], bind: dict[UOp, UOp]) -> tuple[dict[int, i
         if any(u.op in (Ops.RANGE, Ops.SPECIAL) and u.src[0].vmax <= 0 for u in idx.toposort()):
             continue  # inside a loop that runs zero times
         lo_i, hi_i = int(idx.vmin), int(idx.vmax)
-        need[acc.slot] = max(need.get(acc.slot, 0), hi_i + acc.width)
-        low[acc.slot] = min(low.get(acc.slot, lo_i), lo_i)
+        need[acc.buf] = max(need.get(acc.buf, 0), hi_i + acc.width)
+        low[acc.buf] = min(low.get(acc.buf, lo_i), lo_i)
     return need, low
 
 
@@ -193,7 +193,6 @@ class LoadedProgram:
         if bad:
             raise ValueError(f"kernel {spec.name}: spec names buffer slots {bad} it does not declare")
         self._accesses = _accesses(spec.uops)
-        self._check_local_memory(spec)
         self._specials = self._launch_indices(spec)
         declared = {v.arg[0] for v in spec.vars}
         used = {u.arg[0] for u in spec.uops if u.op is Ops.DEFINE_VAR}
@@ -219,22 +218,6 @@ class LoadedProgram:
                 raise ValueError(f"kernel {spec.name}: the spec says slot {i} holds {said!r}, the uops {pt.base.name}")
             slots.append(pt.base)
         return slots
-
-    @staticmethod
-    def _check_local_memory(spec: ProgramSpec) -> None:
-        for u in spec.uops:
-            if u.op not in (Ops.LOAD, Ops.STORE):
-                continue
-            buf = _root(u.src[0].src[0])
-            if buf.op is Ops.DEFINE_GLOBAL:
-                continue
-            size = buf.dtype.size if isinstance(buf.dtype, PtrDType) else -1
-            idx = u.src[0].src[1]
-            if size < 0 or idx.vmin < 0 or idx.vmax >= size:
-                raise ValueError(
-                    f"kernel {spec.name}: an access to {buf.op.name} {buf.arg} (size {size}) may use index "
-                    f"[{idx.vmin}, {idx.vmax}]"
-                )
 
     @staticmethod
     def _launch_indices(spec: ProgramSpec) -> dict[tuple[str, int], UOp]:
@@ -295,10 +278,15 @@ class LoadedProgram:
                         f"kernel {spec.name}: {what}[{d}] is {sizes[d]} but the kernel was built for {want} "
                         f"({kind}{d}); the spec's launch dimensions do not match its code"
                     )
-        need, low = _touched(self._accesses, bind)
-        for slot, lo in low.items():
+        touched, low = _touched(self._accesses, bind)
+        for buf, lo in low.items():
+            what = f"slot {buf}" if isinstance(buf, int) else f"its {buf.op.name} {buf.arg}"
             if lo < 0:
-                raise ValueError(f"kernel {spec.name}: slot {slot} may be indexed at {lo}, before its first element")
+                raise ValueError(f"kernel {spec.name}: {what} may be indexed at {lo}, before its first element")
+            size = buf.dtype.size if isinstance(buf, UOp) and isinstance(buf.dtype, PtrDType) else None
+            if size is not None and touched[buf] > size:
+                raise ValueError(f"kernel {spec.name}: {what} holds {size} elements, its code may touch {touched[buf]}")
+        need = {k: n for k, n in touched.items() if isinstance(k, int)}
         out = (need, gsz, lsz)
         if len(self._sizes) < 64:
             self._sizes[vals] = out
