@@ -95,7 +95,7 @@ def cache_dir() -> Path | None:
 
 _MAGIC = b"UOPSBIN2"
 _HEADER = struct.Struct("<8s32s32sQ")  # magic, sha256(key), sha256(payload), len(payload)
-_KEY_VERSION = 1  # bump when the key or entry format changes
+_KEY_VERSION = 2  # bump when the key or entry format changes (old entries are then never read)
 MAX_ENTRY_BYTES = 256 << 20  # no compiled kernel comes near this; a larger entry is not one of ours
 
 
