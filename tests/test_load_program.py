@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import struct
 import subprocess
@@ -421,3 +422,49 @@ def test_shared_memory_kernel_is_checked_against_its_tile() -> None:
     bad = load_program(dataclasses.replace(spec, ast=small, uops=linearize(small)))
     with pytest.raises(ValueError, match="DEFINE_LOCAL tile holds 32 elements, its code may touch 64"):
         bad(out, x)
+
+
+def test_randomly_edited_specs_get_named_errors_or_run_right(device: str) -> None:
+    """A saved spec edited at random (fields dropped, retyped, names and sizes changed): a ValueError,
+    TypeError or a refused symbol, or a correct result; never a crash or a wrong answer."""
+    r = run_child(
+        f"""
+        import copy, json, random, tempfile
+        import numpy as np
+        from test_load_program import cat_kernel
+        from uops import load_program
+        spec, (a, b), want = cat_kernel({device!r})
+        base = json.loads(spec.to_json())
+        rng = random.Random(11)
+        junk = [None, 0, -1, 10**12, "x", [], {{}}, [1, 2], [0], {{"0": "float"}}, True]
+        counts = {{}}
+        path = tempfile.mktemp(suffix=".json")
+        for _ in range(150):
+            d = copy.deepcopy(base)
+            k = rng.choice(sorted(d))
+            how = rng.randrange(5)
+            if how == 0:
+                del d[k]
+            elif how == 1:
+                d[k] = rng.choice(junk)
+            elif how == 2:
+                d["local_size"] = [rng.choice([0, 1, 2, 64, 10**9])]
+            elif how == 3:
+                d["name"] = rng.choice(["system", "E_1", "", "a" * 300, "k;rm"])
+            else:
+                d[rng.choice(["outs", "ins"])] = rng.choice([[0], [1], [0, 1, 2], [2, 1], [5]])
+            open(path, "w").write(json.dumps(d))
+            out = np.zeros(want.size, np.float32)
+            try:
+                load_program(path)(out, a, b)
+            except (ValueError, TypeError, AttributeError, RuntimeError) as e:
+                counts[type(e).__name__] = counts.get(type(e).__name__, 0) + 1
+                continue
+            assert np.allclose(out.reshape(want.shape), want, rtol=1e-6), (k, how, d.get(k))
+            counts["ran"] = counts.get("ran", 0) + 1
+        print(json.dumps(counts))
+        """
+    )
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr[-3000:]}"
+    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert counts.get("ran", 0) > 0 and counts.get("ValueError", 0) > 0, counts

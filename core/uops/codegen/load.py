@@ -27,6 +27,7 @@ from uops.codegen.program import ProgramSpec
 from uops.compiler.cache import read_regular_file
 from uops.dtypes import DType, PtrDType, dtypes, to_numpy
 from uops.ir.ops import Ops
+from uops.ir.spec import verify
 from uops.ir.uop import UOp
 from uops.runtime import Buffer, Runtime
 
@@ -60,7 +61,7 @@ def load_program(
     if not isinstance(spec_or_path, ProgramSpec):
         try:
             spec = ProgramSpec.from_json(data.decode())
-        except (ValueError, KeyError, TypeError, IndexError) as e:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
             raise ValueError(f"{path} is not a saved ProgramSpec: {type(e).__name__}: {e}") from None
     return LoadedProgram(spec, runtime)
 
@@ -168,6 +169,27 @@ def _touched(accesses: list[_Access], bind: dict[UOp, UOp]) -> tuple[dict[int | 
 # the loaded program
 
 
+def _ints(x: object) -> bool:
+    return isinstance(x, list | tuple) and all(isinstance(i, int) and not isinstance(i, bool) for i in x)
+
+
+def _check_fields(spec: ProgramSpec) -> None:
+    """The plain fields have the types the checks rely on (a spec may come from an edited file)."""
+    for field, ok in (
+        ("device", isinstance(spec.device, str)),
+        ("lib", isinstance(spec.lib, bytes)),
+        ("outs", _ints(spec.outs)),
+        ("ins", _ints(spec.ins)),
+        ("local_size", _ints(spec.local_size)),
+        ("global_size", isinstance(spec.global_size, tuple) and all(isinstance(g, UOp) for g in spec.global_size)),
+        ("uops", isinstance(spec.uops, list) and all(isinstance(u, UOp) for u in spec.uops)),
+        ("vars", isinstance(spec.vars, list) and all(isinstance(v, UOp) and v.op is Ops.DEFINE_VAR for v in spec.vars)),
+        ("buffers", isinstance(spec.buffers, dict)),
+    ):
+        if not ok:
+            raise ValueError(f"kernel {spec.name!r}: the spec's {field} is malformed: {getattr(spec, field)!r:.80}")
+
+
 def _runtime_for(device: str) -> Runtime:
     from uops.plugins import Device  # the device registry sits above codegen: resolved when first loading
 
@@ -186,13 +208,17 @@ class LoadedProgram:
     def __init__(self, spec: ProgramSpec, runtime: Runtime | None = None) -> None:
         if not isinstance(spec.name, str) or not _NAME_RE.fullmatch(spec.name):
             raise ValueError(f"kernel name {spec.name!r} is not an identifier of at most 128 characters")
+        _check_fields(spec)
+        verify(spec.uops, "linear")  # SpecError (a ValueError) naming the first malformed node
         self.spec = spec
         self.slots = self._slots(spec)
-        self.outs = frozenset(spec.outs)
-        bad = sorted((set(spec.outs) | set(spec.ins)) - set(range(len(self.slots))))
-        if bad:
-            raise ValueError(f"kernel {spec.name}: spec names buffer slots {bad} it does not declare")
         self._accesses = _accesses(spec.uops)
+        for what, listed, store in (("outs", spec.outs, True), ("ins", spec.ins, False)):
+            code = sorted({a.buf for a in self._accesses if a.store is store and isinstance(a.buf, int)})
+            if sorted(listed) != code:
+                verb = "writes" if store else "reads"
+                raise ValueError(f"kernel {spec.name}: the spec lists {what} {list(listed)}, the code {verb} {code}")
+        self.outs = frozenset(spec.outs)
         self._specials = self._launch_indices(spec)
         declared = {v.arg[0] for v in spec.vars}
         used = {u.arg[0] for u in spec.uops if u.op is Ops.DEFINE_VAR}
