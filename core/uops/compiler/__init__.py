@@ -118,8 +118,10 @@ class Compiler:
         raise NotImplementedError(f"{type(self).__qualname__} must implement compile(src) -> bytes")
 
     def check_binary(self, lib: bytes) -> None:
-        """Raise ValueError when ``lib`` cannot be a binary this compiler produced (a cached entry then is
-        recompiled). The default accepts any bytes; compilers of native code check the format."""
+        """Raise ValueError when ``lib`` cannot be a binary this compiler produced; a cached entry is then replaced.
+
+        The default accepts any bytes; compilers of native code check the format.
+        """
 
     def cache_key(self, src: str) -> str:
         return cache_key(src, self.identity(), tuple(self.flags))
