@@ -14,6 +14,7 @@ from uops import AxisType, Ops, UOp, dtypes
 from uops.codegen.heuristics import hand_coded_opts
 from uops.codegen.opt import Opt, OptError, OptOps, apply_opts
 from uops.codegen.program import get_program
+from uops.compiler.cache import LRU
 from uops.plugins import Device
 from uops.runtime import Buffer
 
@@ -194,7 +195,7 @@ def test_random_opt_sequences_on_fuzzed_programs(device: str, p: Program, seed: 
     note(f"program:\n{p!r}\nseed {seed}")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(program, "hand_coded_opts", _random_opts(seed))
-        mp.setattr(realize, "_programs", {})
+        mp.setattr(realize, "_programs", LRU(64))  # the random opts must compile afresh
         check(p, device)
 
 
