@@ -11,10 +11,11 @@ plugin is loaded. Zip files, eggs and custom finders go through ``importlib.meta
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import dataclass
 from typing import Any
+
+from uops.plugins.versions import normalize_dist
 
 __all__ = ["ENTRY_POINT_GROUP", "DistMetadata", "EntryPoint", "entry_points", "parse_metadata", "scan_sys_path"]
 
@@ -146,7 +147,7 @@ def scan_sys_path(group: str) -> list[EntryPoint] | None:
             stem = child.rpartition(".")[0]
             raw_name, _, rest = stem.partition("-")
             # the distribution's normalized name, as importlib.metadata derives it from the path
-            name = re.sub(r"[-_.]+", "_", raw_name.lower())
+            name = normalize_dist(raw_name)
             if name in seen:
                 continue
             seen.add(name)

@@ -2,9 +2,12 @@
 
 A renderer also tells the lowering what the target can do (launch grid, local memory, which
 ALU ops and dtypes it renders natively), so that kernels are shaped for it before rendering.
+A subclass must implement ``render``; Python refuses to instantiate one that does not.
 """
 
 from __future__ import annotations
+
+from abc import ABC, abstractmethod
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
@@ -12,7 +15,9 @@ from uops.ir.rewrite import PatternMatcher
 from uops.ir.uop import UOp
 
 
-class Renderer:
+class Renderer(ABC):
+    """Linear uops -> source for one target. Configured one way: ``Renderer(target, device)``."""
+
     device: str = ""
     target: str = ""
     # None: CPU-style, every output axis is a loop. Else: the launch grid limits per dimension.
@@ -27,8 +32,16 @@ class Renderer:
     # target-specific lowering rules, applied after the generic ones
     extra_matcher: PatternMatcher | None = None
 
+    def __init__(self, target: str | None = None, device: str | None = None) -> None:
+        """``target`` / ``device`` override the class defaults (one class serves CUDA and CUDA_EMU, many archs)."""
+        if target is not None:
+            self.target = target
+        if device is not None:
+            self.device = device
+
+    @abstractmethod
     def render(self, name: str, uops: list[UOp]) -> str:
-        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+        """The source of kernel ``name`` from its linearized uops."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={self.device!r}, target={self.target!r})"

@@ -7,16 +7,15 @@ clear error from the lowering instead of wrong results.
 
 from __future__ import annotations
 
-import platform
-
 from uops.dtypes import dtypes
 from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
+from uops_cpu_clang import HOST_ARCH
 
 
 class ClangRenderer(CStyleRenderer):
     device = "CPU"
-    target = platform.machine()
+    target = HOST_ARCH
     global_max = None
     local_max = None
     unsupported_dtypes = frozenset({dtypes.bfloat16})
