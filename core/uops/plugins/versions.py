@@ -159,8 +159,10 @@ def specifier_contains(specifier: str, version: str) -> bool:
     pre-releases. An empty specifier admits everything.
     """
     plain = _plain_contains(specifier, version)
-    if plain is not None:
-        return plain
+    return plain if plain is not None else _parsed_contains(specifier, version)
+
+
+def _parsed_contains(specifier: str, version: str) -> bool:
     v = _Version.parse(version)
     clauses = [c for c in specifier.split(",") if c.strip()]
     for clause in clauses:
