@@ -152,6 +152,25 @@ def test_metadata_is_parsed_without_importlib_metadata(tmp_path: Path) -> None:
     assert ep.metadata() == type(meta)(full.metadata["Name"], full.version, list(full.requires))
 
 
+def test_egg_info_requirements_match_importlib_metadata(tmp_path: Path) -> None:
+    from uops.plugins.discovery import scan_sys_path
+
+    info = tmp_path / "uops_egg.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: uops-egg\nVersion: 0.4\n\nlong description\n")
+    (info / "requires.txt").write_text("uops<0.2,>=0.1\nnumpy\n\n[test]\npytest\n")
+    (info / "entry_points.txt").write_text("[uops.backends]\nEGGDEV = uops_egg\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        (ep,) = [e for e in scan_sys_path("uops.backends") or [] if e.name == "EGGDEV"]
+    finally:
+        sys.path.remove(str(tmp_path))
+    meta, full = ep.metadata(), ep.distribution()
+    assert meta is not None and (meta.name, meta.version) == ("uops-egg", "0.4")
+    assert (full.metadata["Name"], full.version) == ("uops-egg", "0.4")
+    assert meta.requires == [r for r in full.requires if "extra" not in r] == ["uops<0.2,>=0.1", "numpy"]
+
+
 # ---------------------------------------------------------------------------------------------
 # probes
 # ---------------------------------------------------------------------------------------------
