@@ -13,7 +13,7 @@ from pathlib import Path
 from uops.codegen.program import ProgramSpec, format_stages, get_program, program_stages
 from uops.dtypes import dtype_from_name
 from uops.frontend.tensor import Tensor
-from uops.plugins import Target
+from uops.renderer import Target
 
 
 class CompileCommandError(ValueError):

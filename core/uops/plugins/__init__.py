@@ -4,9 +4,10 @@ quarantine and default-device policy (`registry`), and `Device` with its handles
 This package re-exports the public names, so plugins write ``from uops.plugins import Backend, hookimpl``.
 """
 
-from uops.plugins.device import Device, DeviceHandle, Devices, Target, register_backend, unregister_backend
+from uops.plugins.device import Device, DeviceHandle, Devices, register_backend, unregister_backend
 from uops.plugins.hooks import PRIORITY, Backend, PluginError, UopsHookSpec, hookimpl, hookspec
 from uops.plugins.registry import PluginStatus, Registry, canonical_device
+from uops.renderer import Target
 
 __all__ = [
     "PRIORITY",

@@ -1,41 +1,27 @@
-"""`Device`: the registry plus one handle per usable device, and the compile `Target` value.
+"""`Device`: the registry plus one handle per usable device.
 
 ``Device["CPU"]`` loads the CPU plugin (once) and returns its `DeviceHandle`, whose renderer,
 compiler and runtime are created on first use. ``Device["CUDA"].target("sm_80")`` is a
-`Target`: what ``get_program`` needs to compile for that architecture, with no hardware present.
+`uops.renderer.Target`: what ``get_program`` needs to compile for that architecture, no hardware needed.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from uops.plugins.hooks import Backend, PluginError
 from uops.plugins.registry import Registry, _Record
+from uops.renderer import Target
 
 if TYPE_CHECKING:
     from uops.compiler import Compiler
     from uops.renderer import Renderer
     from uops.runtime import Allocator, Runtime
 
-__all__ = ["Device", "DeviceHandle", "Devices", "Target", "register_backend", "unregister_backend"]
-
-
-@dataclass(frozen=True)
-class Target:
-    """One compile target: a device, its architecture, and the renderer and compiler made for it.
-
-    ``arch`` is what was asked for (``None``: the backend's default). ``renderer.target`` names
-    what it resolved to (e.g. the GPU's own ``sm_XY``).
-    """
-
-    device: str
-    arch: str | None
-    renderer: Renderer
-    compiler: Compiler
+__all__ = ["Device", "DeviceHandle", "Devices", "register_backend", "unregister_backend"]
 
 
 class DeviceHandle:

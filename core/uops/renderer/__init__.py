@@ -1,4 +1,4 @@
-"""The Renderer contract: linear uops -> source text for one compile target.
+"""The Renderer contract (linear uops -> source text for one compile target) and the compile `Target` value.
 
 A renderer also tells the lowering what the target can do (launch grid, local memory, which
 ALU ops and dtypes it renders natively), so that kernels are shaped for it before rendering.
@@ -8,11 +8,18 @@ A subclass must implement ``render``; Python refuses to instantiate one that doe
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher
 from uops.ir.uop import UOp
+
+if TYPE_CHECKING:
+    from uops.compiler import Compiler
+
+__all__ = ["Renderer", "Target"]
 
 
 class Renderer(ABC):
@@ -45,3 +52,18 @@ class Renderer(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={self.device!r}, target={self.target!r})"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One compile target: a device, its architecture, and the renderer and compiler made for it.
+
+    What ``get_program`` needs, and all of it: a target works without the hardware. ``arch`` is
+    what was asked for (``None``: the backend's default); ``renderer.target`` names what it
+    resolved to (e.g. the GPU's own ``sm_XY``). Made by ``Device[name].target(arch)``.
+    """
+
+    device: str
+    arch: str | None
+    renderer: Renderer
+    compiler: Compiler
