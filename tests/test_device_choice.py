@@ -6,7 +6,6 @@ Import checks run in a fresh interpreter (``sys.modules`` of this one is full of
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -140,7 +139,8 @@ def test_metadata_is_parsed_without_importlib_metadata(tmp_path: Path) -> None:
     assert meta.requires == ["numpy", "uops (>=0.1, <0.2)", "pytest; extra == 'test'"]
     info = tmp_path / "uops_x-1.2rc1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(text)
+    # (importlib.metadata keeps a folded line's indentation and newline: compare on unfolded ones)
+    (info / "METADATA").write_text(text.replace(",\n <0.2", ",<0.2"))
     (info / "entry_points.txt").write_text("[uops.backends]\nXDEV = uops_x\n")
     sys.path.insert(0, str(tmp_path))
     try:
@@ -149,7 +149,8 @@ def test_metadata_is_parsed_without_importlib_metadata(tmp_path: Path) -> None:
         sys.path.remove(str(tmp_path))
     assert (ep.dist_name, ep.dist_version) == ("uops_x", "1.2rc1")
     full = ep.distribution()  # importlib.metadata agrees with the hand parser
-    assert ep.metadata() == type(meta)(full.metadata["Name"], full.version, list(full.requires))
+    assert ep.dist is None and ep.metadata() == type(meta)(full.metadata["Name"], full.version, list(full.requires))
+    assert ep.metadata().requires == ["numpy", "uops (>=0.1,<0.2)", "pytest; extra == 'test'"]
 
 
 def test_egg_info_requirements_match_importlib_metadata(tmp_path: Path) -> None:
@@ -238,7 +239,7 @@ def test_target_is_a_frozen_value_per_arch() -> None:
     assert isinstance(t, Target) and (t.device, t.arch, t.renderer.target) == ("CPU", "x86_64", "x86_64")
     assert "-march=x86-64" in t.compiler.flags and cpu.target("x86_64") is t
     assert cpu.target() is cpu.target(None) and cpu.target().renderer is cpu.renderer
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         t.arch = "aarch64"  # type: ignore[misc]
     ((spec, stages),) = compile_expression("(a+b).sum()", t, {}, (4, 4))
     assert spec.device == "CPU" and spec.target == "x86_64" and spec.lib.startswith(b"\x7fELF") and "SOURCE" in stages

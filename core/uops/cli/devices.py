@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from uops.plugins import PluginStatus
@@ -14,7 +13,7 @@ _REASON_MAX = 160
 
 def row_dict(row: PluginStatus) -> dict[str, Any]:
     """One row as plain data for ``uops devices --json`` (targets as a list)."""
-    out = asdict(row)
+    out = row._asdict()
     out["targets"] = list(row.targets)
     return out
 

@@ -7,7 +7,7 @@ compiler and runtime are created on first use. ``Device["CUDA"].target("sm_80")`
 
 from __future__ import annotations
 
-import threading
+import _thread  # threading's RLock without importing threading (~1 ms at every start)
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,7 @@ class DeviceHandle:
         self.compile_reason: str | None = rec.compile_reason  # None: this machine can compile for the device
         self.runtime_reason: str | None = rec.runtime_reason  # None: this machine can run on the device
         self._targets: dict[str | None, Target] = {}
-        self._lock = threading.RLock()
+        self._lock = _thread.RLock()
 
     def __repr__(self) -> str:
         return f"<DeviceHandle {self.name} from {self._rec.who()}>"

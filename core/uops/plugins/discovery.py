@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from uops.plugins.versions import normalize_dist
 
@@ -22,8 +21,7 @@ __all__ = ["ENTRY_POINT_GROUP", "DistMetadata", "EntryPoint", "entry_points", "p
 ENTRY_POINT_GROUP = "uops.backends"
 
 
-@dataclass(frozen=True)
-class DistMetadata:
+class DistMetadata(NamedTuple):
     """What the registry needs of a distribution: its name, version and requirements."""
 
     name: str | None
@@ -31,8 +29,7 @@ class DistMetadata:
     requires: list[str]
 
 
-@dataclass(frozen=True)
-class EntryPoint:
+class EntryPoint(NamedTuple):
     """An entry point and where its distribution's metadata lives (read only when the plugin is loaded).
 
     ``dist_name``/``dist_version`` come from the ``.dist-info`` directory's name, so a plugin
@@ -67,7 +64,7 @@ class EntryPoint:
             from importlib.metadata import PathDistribution
             from pathlib import Path
 
-            object.__setattr__(self, "dist", PathDistribution(Path(self.dist_path)))
+            return PathDistribution(Path(self.dist_path))
         return self.dist
 
 

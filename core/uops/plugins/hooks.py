@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pluggy
 
@@ -27,9 +26,8 @@ class PluginError(RuntimeError):
 PRIORITY = {"CUDA": 100, "AMD": 90, "METAL": 80, "CPU": 50, "EMULATED": 20, "PYTHON": 0}
 
 
-@dataclass
-class Backend:
-    """One device's factories and probes.
+class Backend(NamedTuple):
+    """One device's factories and probes (a named tuple: cheaper to define than a dataclass, at every start).
 
     The factories are called lazily, so a plugin imports its heavy dependencies only when the
     device is used. ``renderer(arch)`` / ``compiler(arch)`` take an architecture from

@@ -15,11 +15,11 @@ Environment:
 
 from __future__ import annotations
 
+import _thread  # threading's RLock without importing threading (~1 ms at every start)
 import importlib
 import os
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pluggy
 
@@ -43,8 +43,7 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-@dataclass(frozen=True)
-class PluginStatus:
+class PluginStatus(NamedTuple):
     """What is installed for a device, and whether it works (one row of `uops devices`)."""
 
     device: str
@@ -64,28 +63,36 @@ class PluginStatus:
     builtin: bool
 
 
-@dataclass
 class _Record:
     """What the registry knows about one device name (mutable; guarded by the registry lock)."""
 
-    device: str
-    module: str
-    entry_point: EntryPoint | None = None  # None for built-ins and registered backends
-    builtin: bool = False
-    registered: Backend | None = None  # from register_backend()
-    conflicts: list[_Record] = field(default_factory=list)  # more enabled providers of the same device
-    # discovered -> hooked (backend known, not probed) -> ok | unavailable; or incompatible | broken | disabled
-    state: str = "discovered"
-    reason: str | None = None
-    fix: str | None = None
-    error: BaseException | None = None
-    meta_read: bool = False
-    distribution: str | None = None
-    version: str | None = None
-    api_range: str | None = None
-    backend: Backend | None = None
-    compile_reason: str | None = None
-    runtime_reason: str | None = None
+    __slots__ = (
+        "device", "module", "entry_point", "builtin", "registered", "conflicts", "state", "reason", "fix", "error",
+        "meta_read", "distribution", "version", "api_range", "backend", "compile_reason", "runtime_reason",
+    )  # fmt: skip
+
+    def __init__(
+        self, device: str, module: str, entry_point: EntryPoint | None = None, builtin: bool = False,
+        registered: Backend | None = None,
+    ) -> None:  # fmt: skip
+        self.device = device
+        self.module = module
+        self.entry_point = entry_point  # None for built-ins and registered backends
+        self.builtin = builtin
+        self.registered = registered  # from register_backend()
+        self.conflicts: list[_Record] = []  # more enabled providers of the same device
+        # discovered -> hooked (backend known, not probed) -> ok | unavailable; or incompatible | broken | disabled
+        self.state = "discovered"
+        self.reason: str | None = None
+        self.fix: str | None = None
+        self.error: BaseException | None = None
+        self.meta_read = False
+        self.distribution: str | None = None
+        self.version: str | None = None
+        self.api_range: str | None = None
+        self.backend: Backend | None = None
+        self.compile_reason: str | None = None
+        self.runtime_reason: str | None = None
 
     def who(self) -> str:
         """The plugin, for messages: distribution + version + module."""
@@ -137,7 +144,7 @@ class Registry:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = _thread.RLock()
         self._records: dict[str, _Record] | None = None
         self._module_results: dict[str, list[Backend] | BaseException] = {}
         self._registered: dict[str, Backend] = {}

@@ -6,8 +6,7 @@ A plugin's requirement on `uops` (its Requires-Dist) is the core API range it su
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class SpecifierError(ValueError):
@@ -27,8 +26,7 @@ _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "
 _CLAUSE_RE = r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)\s*$"
 
 
-@dataclass(frozen=True)
-class _Version:
+class _Version(NamedTuple):
     epoch: int
     release: tuple[int, ...]
     pre: tuple[int, int] | None

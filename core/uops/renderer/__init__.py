@@ -8,8 +8,7 @@ A subclass must implement ``render``; Python refuses to instantiate one that doe
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
@@ -54,9 +53,8 @@ class Renderer(ABC):
         return f"{type(self).__name__}(device={self.device!r}, target={self.target!r})"
 
 
-@dataclass(frozen=True)
-class Target:
-    """One compile target: a device, its architecture, and the renderer and compiler made for it.
+class Target(NamedTuple):
+    """One compile target: a device, its architecture, and the renderer and compiler made for it (immutable).
 
     What ``get_program`` needs, and all of it: a target works without the hardware. ``arch`` is
     what was asked for (``None``: the backend's default); ``renderer.target`` names what it
