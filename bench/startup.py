@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         ('import uops; Device["CPU"]', [py, "-c", "import uops; uops.Device['CPU']"]),
         (
             "uops devices (loads + probes all)",
-            [uops_script, "devices"] if uops_script else [py, "-m", "uops.cli", "devices"],
+            [uops_script, "devices"]
+            if uops_script
+            else [py, "-c", "import sys; from uops.cli import main; sys.exit(main(['devices']))"],
         ),
     ]
     if _importable(py, "tinygrad", env):

@@ -120,6 +120,16 @@ def test_disabled_plugin_module_and_metadata_are_not_read(secret_site: Path, dis
     assert out["rows"]["SECRET"] == ["disabled", "uops-secret", "2.5"]  # from the directory's name
 
 
+def test_disabled_plugin_row_claims_nothing_about_its_metadata(secret_site: Path) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("UOPS_")}, "UOPS_DISABLE_PLUGINS": "SECRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(secret_site), env.get("PYTHONPATH", "")])
+    code = "import sys; from uops.cli import main; sys.exit(main(['devices']))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    (row,) = [line for line in r.stdout.splitlines() if line.startswith("SECRET")]
+    assert row.split()[1:4] == ["uops-secret", "2.5", "-"] and "disabled by UOPS_DISABLE_PLUGINS" in row
+
+
 def test_enabled_plugin_metadata_is_read(secret_site: Path) -> None:
     """The contrast: without UOPS_DISABLE_PLUGINS the same plugin's METADATA is read and its import fails."""
     out = _run(_AUDIT_OPENS, path=[str(secret_site)])

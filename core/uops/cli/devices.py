@@ -47,6 +47,8 @@ def table_lines(rows: list[dict[str, Any]], verbose: bool) -> list[str]:
     for r in rows:
         plugin = f"{r['distribution'] or r['module']} {r['version'] or ''}".strip()
         api = "(undeclared)" if r["api_range"] is None else str(r["api_range"]) or "any"
+        if r["status"] == "disabled":
+            api = "-"  # a disabled plugin's metadata is not read
         cells = (str(r["device"]), plugin, api, _targets_text(r["targets"]), _yes_no(r["compile_ok"]))
         table.append((*cells, _yes_no(r["runtime_ok"]), _status_text(r, verbose)))
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
