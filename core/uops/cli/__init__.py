@@ -44,8 +44,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """A small real program on every usable device, checked against numpy; exit 1 on a mismatch."""
     from uops.cli import demo
+    from uops.plugins import canonical_device
 
-    devices = [d.strip().upper() for d in args.devices.split(",")] if args.devices else None
+    devices = [canonical_device(d) for d in args.devices.split(",")] if args.devices else None
     return demo.run(devices, stages_device=args.stages_device, show_devices=lambda: cmd_devices(_plain_devices()))
 
 

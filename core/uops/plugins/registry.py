@@ -186,7 +186,7 @@ class Registry:
         ep = rec.entry_point
         dist = normalize_dist(ep.dist_name) if ep is not None and ep.dist_name else None
         for d in disabled:
-            if d.upper() == rec.device or (dist is not None and normalize_dist(d) == dist):
+            if canonical_device(d) == rec.device or (dist is not None and normalize_dist(d) == dist):
                 rec.state = "disabled"
                 rec.reason = "disabled by UOPS_DISABLE_PLUGINS"
                 rec.fix = f"remove {d} from UOPS_DISABLE_PLUGINS to use it"
