@@ -214,7 +214,7 @@ def test_cuda_probes_use_no_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
     missing = uops_cuda.probe_compile()
     assert missing is not None and "cuda-bindings" in missing and "pip install" in missing
     monkeypatch.setenv("UOPS_CXX", "/nonexistent/c++")
-    emu = uops_cuda.emu_probe_compile()
+    emu = uops_cuda.emulation_probe()
     assert emu is not None and "UOPS_CXX='/nonexistent/c++'" in emu
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["any_path_exists", "which"]
+__all__ = ["any_path_exists", "emulation_probe", "which"]
 
 
 def which(command: str) -> str | None:
@@ -21,6 +21,19 @@ def which(command: str) -> str | None:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None
+
+
+def emulation_probe() -> str | None:
+    """The probe of an ``_EMU`` device: a host C++ compiler as `uops.backends.gpu_emu` picks it (looked up, not run).
+
+    ``UOPS_CXX``, else clang++ or g++ on PATH; the emulation's launcher is built by the same compiler on first use.
+    """
+    env = os.environ.get("UOPS_CXX")
+    if env:
+        return None if which(env) else f"UOPS_CXX={env!r} was not found; point it at a C++17 compiler"
+    if which("clang++") or which("g++"):
+        return None
+    return "the GPU emulation needs a C++ compiler and found neither clang++ nor g++; apt-get install clang"
 
 
 def any_path_exists(*paths: str) -> bool:

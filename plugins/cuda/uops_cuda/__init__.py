@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
-from uops.plugins.probes import any_path_exists, which
+from uops.plugins.probes import any_path_exists, emulation_probe
 
 if TYPE_CHECKING:
     import ctypes
@@ -139,21 +139,6 @@ def probe_compile() -> str | None:
     return f"cannot find libnvrtc ({where}); {NVRTC_INSTALL_HINT}"
 
 
-def emu_probe_compile() -> str | None:
-    """CUDA_EMU needs a C++17 compiler: UOPS_CXX, else clang++ or g++ on PATH (looked up, not run)."""
-    env = os.environ.get("UOPS_CXX")
-    if env:
-        return None if which(env) else f"UOPS_CXX={env!r} was not found; point it at a C++17 compiler"
-    if which("clang++") or which("g++"):
-        return None
-    return "the GPU emulation needs a C++ compiler and found neither clang++ nor g++; apt-get install clang"
-
-
-def emu_probe_runtime() -> str | None:
-    """The emulated runtime is a launcher library that the same C++ compiler builds on first use."""
-    return emu_probe_compile()
-
-
 # ----- factories -----
 
 
@@ -225,8 +210,8 @@ def uops_backends() -> list[Backend]:
             renderer=_emu_renderer,
             compiler=_emu_compiler,
             runtime=_emu_runtime,
-            probe_compile=emu_probe_compile,
-            probe_runtime=emu_probe_runtime,
+            probe_compile=emulation_probe,
+            probe_runtime=emulation_probe,
             targets=(DEFAULT_ARCH,),
             priority=20,
         ),
