@@ -69,6 +69,18 @@ def test_compile_for_cuda_without_a_gpu() -> None:
     assert "__global__" in r.stdout and "on CUDA (sm_" in r.stdout
 
 
+def test_compile_arch_selects_the_target() -> None:
+    """--arch becomes the device's compile Target: the renderer, the compiler and the saved spec all use it."""
+    if "CUDA" in Device.names() and Device["CUDA"].compile_reason is None:
+        device, arch, flag = "CUDA", "sm_80", "--gpu-architecture=sm_80"
+    else:
+        device, arch, flag = "CPU", "x86_64", "-march=x86-64"
+    r = uops("compile", "--device", device, "--arch", arch, "a*2")
+    assert r.returncode == 0, r.stderr
+    assert f"for {device} ({arch})" in r.stderr and f"on {device} ({arch})" in r.stdout
+    assert flag in Device[device].target(arch).compiler.flags
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

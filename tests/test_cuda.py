@@ -554,7 +554,7 @@ def test_backends_are_discovered_and_compile_without_a_gpu():
 
 
 def _gpu_reason() -> str | None:
-    from uops_cuda.runtime import probe_runtime
+    from uops_cuda import probe_runtime
 
     return probe_runtime()
 

@@ -58,8 +58,8 @@ def special(name: str, size: int) -> UOp:
 
 
 def msl_program(ast: UOp, target: str | None = None) -> ProgramSpec:
-    renderer, compiler = Device["METAL"].target(target)
-    return get_program(ast, renderer, compiler)
+    t = Device["METAL"].target(target)
+    return get_program(ast, t.renderer, t.compiler)
 
 
 def check(src: str, target: str = "metal3.1") -> None:

@@ -13,8 +13,8 @@ import pytest
 from uops.plugins import (
     Backend,
     Device,
+    Devices,
     PluginError,
-    _Registry,
     register_backend,
     unregister_backend,
 )
@@ -159,7 +159,7 @@ def test_listing_imports_no_plugin(full: Venv) -> None:
         after = sorted(m for m in sys.modules if m.startswith("uops_"))
         fast = "importlib.metadata" not in sys.modules  # the fast path did not need it
         from importlib.metadata import entry_points
-        from uops.plugins import _entry_points
+        from uops.plugins.discovery import entry_points as _entry_points
         for group in ("uops.backends", "console_scripts"):  # the fast scan agrees with importlib.metadata
             assert sorted((e.name, e.value) for e in _entry_points(group)) == sorted(
                 (e.name, e.value) for e in entry_points(group=group)), group
@@ -256,8 +256,9 @@ def test_other_backends_keep_working(full: Venv) -> None:
             except PluginError as e:
                 out[name] = str(e)
         fake = Device["fake"]
-        r, c = fake.target("fake2")
-        out["fake"] = [fake.renderer.target, fake.compiler.compile("x").decode(), r.target, c.arch, fake.allocator]
+        t = fake.target("fake2")
+        out["fake"] = [fake.renderer.target, fake.compiler.compile("x").decode(), t.renderer.target, t.compiler.arch,
+                       fake.allocator, t.device, t.arch]
         gpu = Device["FAKEGPU"]
         out["gpu_compile"] = gpu.compiler.arch
         try:
@@ -271,7 +272,7 @@ def test_other_backends_keep_working(full: Venv) -> None:
     assert "uops-impfail 0.1.0" in out["IMPFAIL"] and "broken" in out["IMPFAIL"]
     assert "uops-future 0.3.0" in out["FUTURE"] and 'pip install "uops>=9"' in out["FUTURE"]
     assert "uops-badprobe 0.1.0" in out["BADPROBE"] and "driver exploded" in out["BADPROBE"]
-    assert out["fake"] == ["fake1", "x", "fake2", "fake2", "fake-allocator"]
+    assert out["fake"] == ["fake1", "x", "fake2", "fake2", "fake-allocator", "FAKE", "fake2"]
     assert out["gpu_compile"] == "fake1"
     assert "FAKEGPU cannot run on this machine: no FAKEGPU card found" in out["gpu_runtime"]
 
@@ -370,8 +371,9 @@ def test_register_backend_in_process(registered) -> None:
     h = Device["TestDev"]
     assert h.name == "TESTDEV" and h is Device["testdev"] and "testdev" in Device and "TESTDEV" in Device.names()
     assert h.renderer.arch is None and h.compiler.arch is None and isinstance(h.runtime, _Obj)
-    r, c = h.target("t1")
-    assert (r.arch, c.arch) == ("t1", "t1") and h.target("t1")[0] is r
+    t = h.target("t1")
+    assert (t.device, t.arch, t.renderer.arch, t.compiler.arch) == ("TESTDEV", "t1", "t1", "t1")
+    assert h.target("t1") is t and h.target().renderer is h.renderer and h.target().compiler is h.compiler
     with pytest.raises(PluginError, match="already provided.*replace=True"):
         register_backend(_backend("TESTDEV"))
     registered(_backend("TESTDEV", probe_runtime=lambda: "no card"), replace=True)
@@ -407,7 +409,7 @@ def test_unknown_device_lists_known() -> None:
 
 
 def test_default_prefers_priority_then_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    reg = _Registry()
+    reg = Devices()
     reg.register(_backend("LOW", priority=1000))
     reg.register(_backend("HIGH", priority=2000))
     reg.register(_backend("NORUN", priority=3000, probe_runtime=lambda: "absent"))
@@ -489,7 +491,7 @@ def test_specifier_errors(spec: str) -> None:
 def test_fast_scan_agrees_with_importlib_metadata(group: str) -> None:
     from importlib.metadata import entry_points
 
-    from uops.plugins import _entry_points
+    from uops.plugins.discovery import entry_points as _entry_points
 
     assert sorted((e.name, e.value) for e in _entry_points(group)) == sorted(
         (e.name, e.value) for e in entry_points(group=group)
@@ -499,7 +501,8 @@ def test_fast_scan_agrees_with_importlib_metadata(group: str) -> None:
 def test_zip_on_sys_path_falls_back_to_importlib_metadata(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     import zipfile
 
-    from uops.plugins import _entry_points, _scan_sys_path
+    from uops.plugins.discovery import entry_points as _entry_points
+    from uops.plugins.discovery import scan_sys_path as _scan_sys_path
 
     z = tmp_path / "plugins.zip"
     with zipfile.ZipFile(z, "w") as f:
@@ -548,7 +551,7 @@ def site(tmp_path, monkeypatch: pytest.MonkeyPatch):
 def test_two_plugins_for_one_device_is_a_conflict(site) -> None:
     _fake_dist(site, "uops-dup-a", {"DUPDEV": "uops_dup_a"})
     _fake_dist(site, "uops-dup-b", {"DUPDEV": "uops_dup_b"})
-    reg = _Registry()
+    reg = Devices()
     assert "DUPDEV" in reg.names()
     dup = r"provides DUPDEV: uops-dup-. 1.0 \(module uops_dup_.\), uops-dup-. 1.0.*UOPS_DISABLE_PLUGINS=uops-dup-."
     with pytest.raises(PluginError, match=dup):
@@ -563,21 +566,21 @@ def test_hook_for_the_wrong_device_is_broken(site) -> None:
         "    return [Backend('OTHER', str, str, object, lambda: None, lambda: None)]\n"
     )
     _fake_dist(site, "uops-wrongdev", {"WRONGDEV": "uops_wrongdev_mod"}, module_src=src)
-    reg = _Registry()
+    reg = Devices()
     with pytest.raises(PluginError, match=r"uops-wrongdev 1.0.*names device WRONGDEV but .*\['OTHER'\]"):
         reg["wrongdev"]
 
 
 def test_module_without_hook_is_broken(site) -> None:
     _fake_dist(site, "uops-nohook", {"NOHOOK": "uops_nohook_mod"}, module_src="def uops_backends():\n    return []\n")
-    reg = _Registry()
+    reg = Devices()
     with pytest.raises(PluginError, match="uops_nohook_mod implements no uops_backends\\(\\) hook.*hookimpl"):
         reg["NOHOOK"]
 
 
 def test_unparsable_api_range_is_broken(site) -> None:
     _fake_dist(site, "uops-badspec", {"BADSPEC": "uops_badspec_mod"}, requires="uops =>0.1")
-    reg = _Registry()
+    reg = Devices()
     row = next(r for r in reg.status() if r.device == "BADSPEC")
     assert row.status == "broken" and "cannot be parsed" in (row.reason or "") and row.api_range == "=>0.1"
 
@@ -585,7 +588,7 @@ def test_unparsable_api_range_is_broken(site) -> None:
 def test_strict_mode_raises_at_load(site, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_dist(site, "uops-newer", {"NEWER": "uops_newer_mod"}, requires="uops>=5")
     monkeypatch.setenv("UOPS_STRICT_PLUGINS", "1")
-    reg = _Registry()
+    reg = Devices()
     assert "NEWER" in reg.names()  # listing stays metadata-only and never fails
     with pytest.raises(PluginError, match=r"uops-newer 1.0.*incompatible.*uops>=5.*UOPS_STRICT_PLUGINS"):
         reg["NEWER"]
@@ -601,7 +604,7 @@ def test_disabling_one_of_two_providers_resolves_the_conflict(site, monkeypatch:
     _fake_dist(site, "uops-twice-a", {"TWICE": "uops_twice_a"})
     _fake_dist(site, "uops-twice-b", {"TWICE": "uops_twice_b"}, module_src=src)
     monkeypatch.setenv("UOPS_DISABLE_PLUGINS", "uops-twice-a")
-    reg = _Registry()
+    reg = Devices()
     assert reg["TWICE"].targets == ("b",)
 
 

@@ -22,53 +22,17 @@ EXIT_OK, EXIT_ERROR, EXIT_UNAVAILABLE = 0, 1, 2
 # ---------------------------------------------------------------------------------------------
 
 
-_REASON_MAX = 160
-
-
-def _status_text(row: dict[str, object], verbose: bool) -> str:
-    """The status and its reason; in the table, the reason's first line, shortened (the rest: -v or --json)."""
-    status, reason = str(row["status"]), str(row["reason"] or "")
-    if status == "ok" or not reason:
-        return status
-    if not verbose:
-        first = reason.strip().splitlines()[0] if reason.strip() else reason
-        cut = len(first) > _REASON_MAX or first != reason.strip()
-        reason = (first[:_REASON_MAX].rstrip() + " ...") if cut else first
-    return f"{status}: {reason}"
-
-
-def _yes_no(ok: object) -> str:
-    return "-" if ok is None else "yes" if ok else "no"
-
-
-def _targets_text(targets: object, limit: int = 4) -> str:
-    if not isinstance(targets, list) or not targets:
-        return "-"
-    shown = ",".join(targets[:limit])
-    return shown if len(targets) <= limit else f"{shown},+{len(targets) - limit} more"
-
-
 def cmd_devices(args: argparse.Namespace) -> int:
     """Every discovered backend: plugin, API range, status (and why not ok), targets, runtime."""
+    from uops.cli.devices import row_dict, table_lines
     from uops.plugins import Device
 
-    rows = [s.as_dict() for s in Device.status()]
+    rows = [row_dict(s) for s in Device.status()]
     if args.json:
         print(json.dumps({"uops_version": uops.__version__, "backends": rows}, indent=2))
         return EXIT_OK
-    table = [("DEVICE", "PLUGIN", "API", "TARGETS", "COMPILE", "RUN", "STATUS")]
-    for r in rows:
-        plugin = f"{r['distribution'] or r['module']} {r['version'] or ''}".strip()
-        api = "(undeclared)" if r["api_range"] is None else str(r["api_range"]) or "any"
-        cells = (str(r["device"]), plugin, api, _targets_text(r["targets"]), _yes_no(r["compile_ok"]))
-        table.append((*cells, _yes_no(r["runtime_ok"]), _status_text(r, args.verbose)))
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
     print(f"uops {uops.__version__}")
-    for line in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1])
-    fixes = [(r["device"], r["fix"]) for r in rows if r["status"] != "ok" and r["fix"]]
-    for device, fix in fixes:
-        print(f"  {device}: {fix}")
+    print("\n".join(table_lines(rows, args.verbose)))
     return EXIT_OK
 
 
@@ -80,8 +44,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """A small real program on every usable device, checked against numpy; exit 1 on a mismatch."""
     from uops.cli import demo
+    from uops.plugins import canonical_device
 
-    devices = [d.strip().upper() for d in args.devices.split(",")] if args.devices else None
+    devices = [canonical_device(d) for d in args.devices.split(",")] if args.devices else None
     return demo.run(devices, stages_device=args.stages_device, show_devices=lambda: cmd_devices(_plain_devices()))
 
 
@@ -92,6 +57,7 @@ def _plain_devices() -> argparse.Namespace:
 def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an expression (or show a saved ProgramSpec) for a target; never needs the hardware."""
     from uops.cli import compile as compile_cmd
+    from uops.plugins import Device
 
     if args.expr.endswith(".json"):
         if not Path(args.expr).is_file():
@@ -100,12 +66,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return EXIT_OK
     shapes = compile_cmd.parse_shapes(args.shape or [])
     default = compile_cmd.parse_shapes([f"default={args.default_shape}"])["default"]
-    print(
-        f"compiling {args.expr!r} for {args.device}{' (' + args.arch + ')' if args.arch else ''} ...", file=sys.stderr
-    )
-    results = compile_cmd.compile_expression(
-        args.expr, args.device, args.arch, shapes, default, args.dtype, beam=args.beam
-    )
+    target = Device[args.device].target(args.arch)
+    print(f"compiling {args.expr!r} for {target.device} ({target.renderer.target}) ...", file=sys.stderr)
+    results = compile_cmd.compile_expression(args.expr, target, shapes, default, args.dtype, beam=args.beam)
     for i, (spec, stages) in enumerate(results):
         g, loc = spec.launch_dims()
         print(

@@ -1,6 +1,6 @@
 """`uops compile`: compile a small tensor expression, or a saved ProgramSpec, for any target.
 
-Only the device's compile target is used (renderer + compiler), never its runtime, so this
+Only the device's compile `Target` is used (renderer + compiler), never its runtime, so this
 cross-compiles for hardware that is not present. Names in the expression are tensors whose
 shapes come from ``--shape name=4,4`` (default ``--default-shape``).
 """
@@ -14,6 +14,7 @@ from uops.codegen.program import ProgramSpec, format_stages, get_program, progra
 from uops.dtypes import dtype_from_name
 from uops.frontend.tensor import Tensor
 from uops.plugins import Device
+from uops.renderer import Target
 
 
 class CompileCommandError(ValueError):
@@ -74,14 +75,13 @@ def build_expression(
 
 
 def compile_expression(
-    expr: str, device: str, arch: str | None, shapes: dict[str, tuple[int, ...]], default_shape: tuple[int, ...],
+    expr: str, target: Target, shapes: dict[str, tuple[int, ...]], default_shape: tuple[int, ...],
     dtype: str = "float32", beam: int = 0,
 ) -> list[tuple[ProgramSpec, str]]:  # fmt: skip
-    """Every kernel of ``expr`` compiled for ``device``: (spec, four-stage printout) each.
+    """Every kernel of ``expr`` compiled for ``target``: (spec, four-stage printout) each.
 
     ``beam`` > 0 searches the opts on the device (this one needs its runtime); else the default heuristics."""
     out = build_expression(expr, shapes, default_shape, dtype)
-    renderer, compiler = Device[device].target(arch)
     results = []
     for item in out.schedule():
         if item.kind != "kernel" or item.ast is None:
@@ -90,9 +90,10 @@ def compile_expression(
         if beam > 0:
             from uops.codegen.search import beam_search
 
-            opts = beam_search(item.ast, device, renderer, compiler, Device[device].runtime, beam)
-        spec = get_program(item.ast, renderer, compiler, opts)
-        results.append((spec, format_stages(program_stages(item.ast, renderer, compiler, spec.opts))))
+            runtime = Device[target.device].runtime
+            opts = beam_search(item.ast, target.device, target.renderer, target.compiler, runtime, beam)
+        spec = get_program(item.ast, target.renderer, target.compiler, opts)
+        results.append((spec, format_stages(program_stages(item.ast, target.renderer, target.compiler, spec.opts))))
     if not results:
         raise CompileCommandError(f"{expr!r} needs no kernel (it is only a view of its inputs)")
     return results

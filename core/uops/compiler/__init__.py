@@ -9,6 +9,7 @@ the source, the compiler's identity (name, version, target) and its flags.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 
 from uops.compiler.cache import (
     cache_dir,
@@ -99,8 +100,8 @@ class CompilerUnavailableError(RuntimeError):
 # compiler base
 
 
-class Compiler:
-    """Source -> bytes for one target. Subclasses set ``flags`` and implement ``compile``.
+class Compiler(ABC):
+    """Source -> bytes for one target. Subclasses set ``flags`` and must implement ``compile``.
 
     ``identity()`` names the compiler, its version and its target; together with ``flags``
     it separates cache entries of different toolchains, so a compiler upgrade never loads
@@ -113,15 +114,19 @@ class Compiler:
         """Name + version + target. Subclasses override (and cache any version lookup)."""
         return f"{type(self).__module__}.{type(self).__qualname__}"
 
+    @abstractmethod
     def compile(self, src: str) -> bytes:
-        """Compile ``src``; raise ``CompileError(message, source)`` when it is rejected."""
-        raise NotImplementedError(f"{type(self).__qualname__} must implement compile(src) -> bytes")
+        """Compile ``src``; raise ``CompileError(message, source)`` when it is rejected.
+
+        Raise ``CompilerUnavailableError`` when the toolchain itself is missing or broken.
+        """
 
     def check_binary(self, lib: bytes) -> None:
         """Raise ValueError when ``lib`` cannot be a binary this compiler produced; a cached entry is then replaced.
 
         The default accepts any bytes; compilers of native code check the format.
         """
+        return None
 
     def cache_key(self, src: str) -> str:
         return cache_key(src, self.identity(), tuple(self.flags))

@@ -6,8 +6,7 @@ A plugin's requirement on `uops` (its Requires-Dist) is the core API range it su
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class SpecifierError(ValueError):
@@ -27,8 +26,7 @@ _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "
 _CLAUSE_RE = r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)\s*$"
 
 
-@dataclass(frozen=True)
-class _Version:
+class _Version(NamedTuple):
     epoch: int
     release: tuple[int, ...]
     pre: tuple[int, int] | None
@@ -114,6 +112,43 @@ def _clause_contains(op: str, spec: str, v: _Version, raw: str) -> bool:
     raise SpecifierError(f"unknown operator {op!r}")  # pragma: no cover - the regex admits only the above
 
 
+_PLAIN_OPS = (">=", "<=", "==", "!=", "<", ">")
+
+
+def _plain_release(text: str) -> tuple[int, ...] | None:
+    """``"0.1.0"`` -> ``(0, 1)`` (trailing zeros dropped); None unless the text is digits and dots only."""
+    parts = text.strip().split(".")
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    rel = [int(p) for p in parts]
+    while len(rel) > 1 and rel[-1] == 0:
+        rel.pop()
+    return tuple(rel)
+
+
+def _plain_contains(specifier: str, version: str) -> bool | None:
+    """The answer for plain releases and plain comparisons (the common ``>=0.1,<0.2``) without the
+    regular expressions, whose compilation costs more than the rest of choosing a device; None: use the full parser.
+    """
+    v = _plain_release(version)
+    if v is None:
+        return None
+    for clause in specifier.split(","):
+        clause = clause.strip()
+        if not clause:
+            continue
+        op = next((o for o in _PLAIN_OPS if clause.startswith(o)), None)
+        if op is None or clause.startswith(("===", "~=")):
+            return None
+        s = _plain_release(clause[len(op) :])
+        if s is None:
+            return None
+        ok = {">=": v >= s, "<=": v <= s, "==": v == s, "!=": v != s, "<": v < s, ">": v > s}[op]
+        if not ok:
+            return False
+    return True
+
+
 def specifier_contains(specifier: str, version: str) -> bool:
     """Whether `version` satisfies `specifier` (e.g. ``">=0.1,<0.2"``, ``"~=0.1"``, ``"==0.1.*"``).
 
@@ -121,6 +156,11 @@ def specifier_contains(specifier: str, version: str) -> bool:
     admitted (a development core must still load plugins), except that ``<X`` excludes X's own
     pre-releases. An empty specifier admits everything.
     """
+    plain = _plain_contains(specifier, version)
+    return plain if plain is not None else _parsed_contains(specifier, version)
+
+
+def _parsed_contains(specifier: str, version: str) -> bool:
     v = _Version.parse(version)
     clauses = [c for c in specifier.split(",") if c.strip()]
     for clause in clauses:
@@ -132,22 +172,42 @@ def specifier_contains(specifier: str, version: str) -> bool:
     return True
 
 
-_REQ_RE = r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*?)\s*(?:;(.*))?$"
-
-
 def normalize_dist(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """A distribution name as PEP 503 compares them: lower case, runs of ``-_.`` as one ``-``."""
+    out = name.lower().replace("_", "-").replace(".", "-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _split_requirement(req: str) -> tuple[str, str, str | None] | None:
+    """``"uops[x] >=0.1 ; python_version >= '3.11'"`` -> ``("uops", ">=0.1", " python_version >= '3.11'")``."""
+    text = req.strip()
+    end = 0
+    while end < len(text) and (text[end].isalnum() or text[end] in "._-"):
+        end += 1
+    name, rest = text[:end], text[end:]
+    if not name or not name[0].isalnum():
+        return None
+    rest, semi, marker = rest.partition(";")
+    rest = rest.strip()
+    if rest.startswith("["):
+        close = rest.find("]")
+        if close < 0:
+            return None
+        rest = rest[close + 1 :].strip()
+    return name, rest, marker if semi else None
 
 
 def uops_range(requires: list[str] | None) -> str | None:
     """The version range a distribution requires of `uops` (None when it declares none)."""
     for req in requires or ():
-        m = re.match(_REQ_RE, req)
-        if m is None or normalize_dist(m[1]) != "uops":
+        parts = _split_requirement(req)
+        if parts is None or normalize_dist(parts[0]) != "uops":
             continue
-        if m[3] and "extra" in m[3]:
+        if parts[2] and "extra" in parts[2]:
             continue  # a requirement of an optional extra, not of the plugin itself
-        spec = m[2].strip()
+        spec = parts[1]
         if spec.startswith("@"):
             return ""  # a direct URL: no version range to check
         return spec.removeprefix("(").removesuffix(")").strip()

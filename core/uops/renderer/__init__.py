@@ -1,18 +1,29 @@
-"""The Renderer contract: linear uops -> source text for one compile target.
+"""The Renderer contract (linear uops -> source text for one compile target) and the compile `Target` value.
 
 A renderer also tells the lowering what the target can do (launch grid, local memory, which
 ALU ops and dtypes it renders natively), so that kernels are shaped for it before rendering.
+A subclass must implement ``render``; Python refuses to instantiate one that does not.
 """
 
 from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, NamedTuple
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher
 from uops.ir.uop import UOp
 
+if TYPE_CHECKING:
+    from uops.compiler import Compiler
 
-class Renderer:
+__all__ = ["Renderer", "Target"]
+
+
+class Renderer(ABC):
+    """Linear uops -> source for one target. Configured one way: ``Renderer(target, device)``."""
+
     device: str = ""
     target: str = ""
     # None: CPU-style, every output axis is a loop. Else: the launch grid limits per dimension.
@@ -27,8 +38,30 @@ class Renderer:
     # target-specific lowering rules, applied after the generic ones
     extra_matcher: PatternMatcher | None = None
 
+    def __init__(self, target: str | None = None, device: str | None = None) -> None:
+        """``target`` / ``device`` override the class defaults (one class serves CUDA and CUDA_EMU, many archs)."""
+        if target is not None:
+            self.target = target
+        if device is not None:
+            self.device = device
+
+    @abstractmethod
     def render(self, name: str, uops: list[UOp]) -> str:
-        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+        """The source of kernel ``name`` from its linearized uops."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={self.device!r}, target={self.target!r})"
+
+
+class Target(NamedTuple):
+    """One compile target: a device, its architecture, and the renderer and compiler made for it (immutable).
+
+    What ``get_program`` needs, and all of it: a target works without the hardware. ``arch`` is
+    what was asked for (``None``: the backend's default); ``renderer.target`` names what it
+    resolved to (e.g. the GPU's own ``sm_XY``). Made by ``Device[name].target(arch)``.
+    """
+
+    device: str
+    arch: str | None
+    renderer: Renderer
+    compiler: Compiler

@@ -8,8 +8,9 @@ AMD_EMU   the same AMDRenderer source, compiled for the host with the core's gpu
           of the AMD renderer on machines without a GPU. When clang-19 is installed each kernel
           is also compiled to a real code object first (UOPS_AMD_EMU_CHECK=0 skips that).
 
-Only this module is imported when the core loads the plugin; the toolchain and HIP are looked
-up by the factories and probes below, the first time an AMD device is used.
+Only this module is imported when the core loads the plugin. The probes run to choose
+`Device.DEFAULT`, so they only look: clang-19 and lld on PATH, the amdgpu driver's /dev/kfd
+(only when it exists is the HIP runtime asked), a host C++ compiler for AMD_EMU.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
+from uops.plugins.probes import any_path_exists, emulation_probe, which
 
 if TYPE_CHECKING:
     from uops.compiler import Compiler
@@ -27,33 +29,47 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+DEFAULT_ARCH = "gfx942"  # MI300: the target when there is no GPU to ask
+TARGETS = (DEFAULT_ARCH, "gfx90a", "gfx1100", "gfx1201")
+CLANG_INSTALL_HINT = (
+    "install clang-19 and lld-19 (Debian/Ubuntu: apt-get install clang-19 lld-19) or set UOPS_AMD_CLANG"
+)
+_KFD = "/dev/kfd"  # the amdgpu kernel driver's compute node
 
-def _targets() -> tuple[str, ...]:
-    from uops_amd.compiler import TARGETS
 
-    return TARGETS
+def locate_clang() -> tuple[str | None, str | None]:
+    """(clang-19 with lld beside it, None) or (None, what is missing): ``UOPS_AMD_CLANG``, else clang-19."""
+    env = os.environ.get("UOPS_AMD_CLANG")
+    found = next((f for f in map(which, [env] if env else ["clang-19", "/usr/lib/llvm-19/bin/clang"]) if f), None)
+    if found is None:
+        what = f"UOPS_AMD_CLANG={env!r} was not found" if env else "the AMD compiler needs clang-19, not found"
+        return None, f"{what}; {CLANG_INSTALL_HINT}"
+    clang = os.path.realpath(found)
+    if not any(os.path.exists(os.path.join(os.path.dirname(clang), n)) for n in ("lld", "ld.lld")):
+        return None, f"{clang} has no lld beside it to link code objects; {CLANG_INSTALL_HINT}"
+    return clang, None
+
+
+def probe_compile() -> str | None:
+    """clang-19 and its lld looked up (not run); a clang that exists but fails is reported at compile."""
+    return locate_clang()[1]
 
 
 @functools.lru_cache(maxsize=1)
-def _probe_runtime() -> str | None:
-    from uops_amd.runtime import probe_runtime
+def probe_runtime() -> str | None:
+    """No /dev/kfd: no AMD GPU, at the cost of a stat. Otherwise the HIP runtime is loaded and asked."""
+    if not any_path_exists(_KFD):
+        return f"no AMD GPU/HIP runtime: {_KFD} does not exist (the amdgpu driver is not loaded)"
+    from uops_amd.runtime import probe_runtime as hip_probe
 
-    return probe_runtime()
-
-
-def _probe_compile() -> str | None:
-    from uops_amd.compiler import clang_available
-
-    return clang_available()
+    return hip_probe()
 
 
 def _arch(arch: str | None) -> str:
-    """The requested arch, else the GPU's own when one is present, else gfx942."""
-    from uops_amd.compiler import DEFAULT_ARCH
-
+    """The requested arch, else the GPU's own when one is present, else DEFAULT_ARCH."""
     if arch is not None:
         return arch
-    if _probe_runtime() is None:
+    if probe_runtime() is None:
         from uops_amd.runtime import device_arch
 
         return device_arch()
@@ -82,16 +98,13 @@ def _runtime() -> Runtime:
 
 
 def _emu_renderer(arch: str | None) -> AMDRenderer:
-    from uops_amd.compiler import DEFAULT_ARCH
     from uops_amd.renderer import AMDRenderer
 
-    r = AMDRenderer(arch or DEFAULT_ARCH)
-    r.device = "AMD_EMU"
-    return r
+    return AMDRenderer(arch or DEFAULT_ARCH, device="AMD_EMU")
 
 
 def _emu_compiler(arch: str | None) -> Compiler:
-    from uops_amd.compiler import DEFAULT_ARCH, clang_available
+    from uops_amd.compiler import clang_available
     from uops_amd.emulated import EmulatedAMDCompiler
 
     check = os.environ.get("UOPS_AMD_EMU_CHECK", "1").strip() != "0" and clang_available() is None
@@ -104,31 +117,18 @@ def _emu_runtime() -> Runtime:
     return emulated_runtime()
 
 
-def _emu_probe_compile() -> str | None:
-    from uops.backends.gpu_emu import probe_compile
-
-    return probe_compile()
-
-
-def _emu_probe_runtime() -> str | None:
-    from uops.backends.gpu_emu import probe_runtime
-
-    return probe_runtime()
-
-
 @hookimpl
 def uops_backends() -> list[Backend]:
     """AMD (priority 90: preferred when its GPU is present) and AMD_EMU (15)."""
-    targets = _targets()
     return [
         Backend(
             device="AMD",
             renderer=_renderer,
             compiler=_compiler,
             runtime=_runtime,
-            probe_compile=_probe_compile,
-            probe_runtime=_probe_runtime,
-            targets=targets,
+            probe_compile=probe_compile,
+            probe_runtime=probe_runtime,
+            targets=TARGETS,
             priority=90,
         ),
         Backend(
@@ -136,9 +136,9 @@ def uops_backends() -> list[Backend]:
             renderer=_emu_renderer,
             compiler=_emu_compiler,
             runtime=_emu_runtime,
-            probe_compile=_emu_probe_compile,
-            probe_runtime=_emu_probe_runtime,
-            targets=targets,
+            probe_compile=emulation_probe,
+            probe_runtime=emulation_probe,
+            targets=TARGETS,
             priority=15,
         ),
     ]

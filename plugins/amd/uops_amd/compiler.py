@@ -15,8 +15,6 @@ kernarg layout, the descriptor symbol) so the runtime packs arguments as the cod
 from __future__ import annotations
 
 import functools
-import os
-import shutil
 import struct
 import subprocess
 import tempfile
@@ -25,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops_amd import CLANG_INSTALL_HINT as _INSTALL_HINT
+from uops_amd import DEFAULT_ARCH, TARGETS, locate_clang
 
 __all__ = [
     "DEFAULT_ARCH",
@@ -38,28 +38,16 @@ __all__ = [
     "find_clang",
 ]
 
-DEFAULT_ARCH = "gfx942"  # MI300: the target when there is no GPU to ask
-TARGETS = (DEFAULT_ARCH, "gfx90a", "gfx1100", "gfx1201")
 EM_AMDGPU = 224
 _TIMEOUT_S = 300
-_INSTALL_HINT = "install clang-19 and lld-19 (Debian/Ubuntu: apt-get install clang-19 lld-19) or set UOPS_AMD_CLANG"
 
 
 def find_clang() -> Path:
     """clang-19 (or ``UOPS_AMD_CLANG``) with its lld beside it, else CompilerUnavailableError saying what to install."""
-    env = os.environ.get("UOPS_AMD_CLANG")
-    cands = [env] if env else ["clang-19", "/usr/lib/llvm-19/bin/clang"]
-    for c in cands:
-        found = shutil.which(c)
-        if found is not None:
-            clang = Path(found).resolve()
-            break
-    else:
-        what = f"UOPS_AMD_CLANG={env!r} was not found" if env else "the AMD compiler needs clang-19, not found"
-        raise CompilerUnavailableError(f"{what}; {_INSTALL_HINT}")
-    if not any((clang.parent / n).exists() for n in ("lld", "ld.lld")):
-        raise CompilerUnavailableError(f"{clang} has no lld beside it to link code objects; {_INSTALL_HINT}")
-    return clang
+    clang, missing = locate_clang()
+    if clang is None:
+        raise CompilerUnavailableError(missing or _INSTALL_HINT)
+    return Path(clang)
 
 
 @functools.cache

@@ -19,6 +19,7 @@ from uops.dtypes import DType, PtrDType, dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
+from uops_amd import DEFAULT_ARCH
 
 __all__ = ["GLOBAL_MAX", "LOCAL_MAX", "AMDRenderer", "wave_size"]
 
@@ -58,7 +59,7 @@ def _f32_only(op: str, name32: str, name64: str | None = None) -> Callable[..., 
 
 class AMDRenderer(CStyleRenderer):
     device = "AMD"
-    target = "gfx942"
+    target = DEFAULT_ARCH
     global_max = GLOBAL_MAX
     local_max = LOCAL_MAX
     local_threads_max = 256
@@ -78,8 +79,8 @@ class AMDRenderer(CStyleRenderer):
         Ops.TRUNC: _f32_only("TRUNC", "__builtin_truncf", "__builtin_trunc"),
     }
 
-    def __init__(self, arch: str = "gfx942") -> None:
-        self.target = arch
+    def __init__(self, arch: str = DEFAULT_ARCH, device: str = "AMD") -> None:
+        super().__init__(arch, device)
         self.wave_size = wave_size(arch)
         # 1/x with a typed one, so 16-bit floats stay 16-bit
         self.code_for_op = {

@@ -1,15 +1,18 @@
 """uops backend "CPU": C rendered by ClangRenderer, compiled by the system clang, run via ctypes.
 
 Only this module is imported when the core loads the plugin; the renderer, compiler and
-runtime modules are imported by the factories below, the first time each is needed.
+runtime modules are imported by the factories below, the first time each is needed. The
+probes run to choose `Device.DEFAULT`, so they only look (is clang on PATH? can a library be
+dlopened from the temp dir?) and never start clang or import numpy.
 """
 
 from __future__ import annotations
 
-import platform
+import os
 from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
+from uops.plugins.probes import which
 
 if TYPE_CHECKING:
     from uops_cpu_clang.compiler import ClangCompiler
@@ -18,16 +21,22 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+#: the host's ISA, the default (and only listed) target
+HOST_ARCH = os.uname().machine if hasattr(os, "uname") else "x86_64"
 # the host's machine name -> clang's baseline -march for that ISA (portable binaries)
 _BASELINE_MARCH = {"x86_64": "x86-64", "amd64": "x86-64", "aarch64": "armv8-a", "arm64": "armv8-a"}
+INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install clang) or set UOPS_CLANG to the clang executable"
+
+
+def clang_path() -> str:
+    """The clang command: ``UOPS_CLANG`` if set, else ``clang`` on PATH."""
+    return os.environ.get("UOPS_CLANG") or "clang"
 
 
 def _renderer(arch: str | None) -> ClangRenderer:
     from uops_cpu_clang.renderer import ClangRenderer
 
-    r = ClangRenderer()
-    r.target = arch or platform.machine()
-    return r
+    return ClangRenderer(arch or HOST_ARCH)
 
 
 def _compiler(arch: str | None) -> ClangCompiler:
@@ -45,24 +54,23 @@ def _runtime() -> ClangRuntime:
     return ClangRuntime()
 
 
-def _probe_compile() -> str | None:
-    from uops_cpu_clang.compiler import clang_available
+def probe_compile() -> str | None:
+    """clang on PATH (or UOPS_CLANG): a lookup, not a run; a clang that exists but fails is reported at compile."""
+    clang = clang_path()
+    if which(clang) is None:
+        return f"the CPU backend needs clang, but {clang!r} was not found; {INSTALL_HINT}"
+    return None
 
-    return clang_available()
 
-
-def _probe_runtime() -> str | None:
-    """The runtime needs only ctypes and a writable temp dir (compiled libraries are dlopened from files)."""
+def probe_runtime() -> str | None:
+    """The runtime needs ctypes and a writable temp dir (compiled libraries are dlopened from files)."""
     import importlib.util
-    import tempfile
 
-    if importlib.util.find_spec("ctypes") is None:
+    if importlib.util.find_spec("_ctypes") is None:
         return "this Python was built without ctypes, which the CPU runtime needs; use a standard CPython build"
-    try:
-        with tempfile.NamedTemporaryFile(prefix="uops-cpu-probe-"):
-            pass
-    except OSError as e:
-        return f"cannot write to the temp directory ({e}); set TMPDIR to a writable directory"
+    tmp = next((os.environ[v] for v in ("TMPDIR", "TEMP", "TMP") if os.environ.get(v)), "/tmp")
+    if not os.access(tmp, os.W_OK | os.X_OK):
+        return f"cannot write to the temp directory {tmp!r}; set TMPDIR to a writable directory"
     return None
 
 
@@ -75,9 +83,9 @@ def uops_backends() -> list[Backend]:
             renderer=_renderer,
             compiler=_compiler,
             runtime=_runtime,
-            probe_compile=_probe_compile,
-            probe_runtime=_probe_runtime,
-            targets=(platform.machine(),),
+            probe_compile=probe_compile,
+            probe_runtime=probe_runtime,
+            targets=(HOST_ARCH,),
             priority=50,
         )
     ]

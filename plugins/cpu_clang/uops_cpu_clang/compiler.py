@@ -19,16 +19,12 @@ from pathlib import Path
 
 from uops.compiler import CompileError, Compiler, CompilerUnavailableError
 from uops.runtime.elf import read_shared_object
+from uops_cpu_clang import INSTALL_HINT as _INSTALL_HINT
+from uops_cpu_clang import clang_path
 
 __all__ = ["ClangCompiler", "clang_available", "clang_path"]
 
-_INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install clang) or set UOPS_CLANG to the clang executable"
 _TIMEOUT_S = 300
-
-
-def clang_path() -> str:
-    """The clang command: ``UOPS_CLANG`` if set, else ``clang`` on PATH."""
-    return os.environ.get("UOPS_CLANG") or "clang"
 
 
 def _resolve(clang: str) -> str:
@@ -69,7 +65,10 @@ def _probe(clang: str, arch: str) -> tuple[str, str, str]:
 
 
 def clang_available() -> str | None:
-    """None when clang works; otherwise why not, with the command that fixes it."""
+    """None when clang runs (``clang --version``); otherwise why not, with the command that fixes it.
+
+    The backend's probe only looks clang up on PATH (cheap, for choosing a device); this runs it.
+    """
     try:
         _probe(_resolve(clang_path()), "generic")
     except CompilerUnavailableError as e:

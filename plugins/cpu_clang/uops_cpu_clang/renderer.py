@@ -9,12 +9,12 @@ wrong results.
 from __future__ import annotations
 
 import os
-import platform
 
 from uops.dtypes import dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
+from uops_cpu_clang import HOST_ARCH
 
 
 def cpu_threads() -> int:
@@ -36,7 +36,7 @@ def cpu_threads() -> int:
 
 class ClangRenderer(CStyleRenderer):
     device = "CPU"
-    target = platform.machine()
+    target = HOST_ARCH
     global_max = None
     local_max = None
     unsupported_dtypes = frozenset({dtypes.bfloat16})

@@ -7,19 +7,27 @@ CUDA_EMU  the same CUDARenderer source, compiled for the host by clang++ with th
           machines without a GPU. When NVRTC is installed, each kernel is also compiled by
           NVRTC first (UOPS_CUDA_EMU_NVRTC=0 skips that), so the source is proven to be CUDA too.
 
-Only this module is imported when the core loads the plugin; cuda-bindings is imported by the
-factories and probes below, the first time a CUDA device is used.
+Only this module is imported when the core loads the plugin. The probes run to choose
+`Device.DEFAULT`, so they use only the file system and ctypes: the driver's device node is
+looked for, then the driver is dlopened and asked for a device count; NVRTC and the C++
+compiler are looked up, not loaded. Neither cuda-bindings nor numpy is imported until a
+factory below needs them.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
+from uops.plugins.probes import any_path_exists, emulation_probe
 
 if TYPE_CHECKING:
+    import ctypes
+
     from uops.compiler import Compiler
     from uops.runtime import Runtime
     from uops_cuda.renderer import CUDARenderer
@@ -28,28 +36,117 @@ __version__ = "0.1.0"
 
 DEFAULT_ARCH = "sm_90"  # Hopper: the target when there is no GPU to ask
 TARGETS = (DEFAULT_ARCH, "sm_75", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120", "compute_90")
+NVRTC_INSTALL_HINT = "install NVRTC with `pip install nvidia-cuda-nvrtc cuda-bindings` (no GPU needed to compile)"
+_LIBCUDA = ("libcuda.so.1", "libcuda.so")
+_DRIVER_NODES = ("/dev/nvidiactl", "/dev/dxg")  # the Linux driver's control node; WSL2's GPU paravirtualization
+_NVRTC_SONAMES = ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12")
+
+
+# ----- probes: ctypes and the file system only -----
 
 
 @functools.lru_cache(maxsize=1)
-def _probe_runtime() -> str | None:
-    from uops_cuda.runtime import probe_runtime
+def probe_runtime() -> str | None:
+    """None when the NVIDIA driver loads and sees a GPU; else ``no NVIDIA driver/GPU: <reason>``.
 
-    return probe_runtime()
+    Without the driver's device node the answer is "no" at the cost of a stat. Otherwise
+    ``cuInit`` and ``cuDeviceGetCount`` through ctypes: the same answer cuda-bindings would give,
+    without importing it (the bindings and numpy cost ~130 ms).
+    """
+    if not any_path_exists(*_DRIVER_NODES):
+        return f"no NVIDIA driver/GPU: {' and '.join(_DRIVER_NODES)} do not exist (the NVIDIA driver is not loaded)"
+    import ctypes
+
+    lib = None
+    for name in _LIBCUDA:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return "no NVIDIA driver/GPU: libcuda.so (the NVIDIA driver library) was not found"
+    err = lib.cuInit(0)
+    if err != 0:
+        return f"no NVIDIA driver/GPU: cuInit failed with CUresult {err}{_cu_error_name(lib, err)}"
+    count = ctypes.c_int(0)
+    err = lib.cuDeviceGetCount(ctypes.byref(count))
+    if err != 0:
+        return f"no NVIDIA driver/GPU: cuDeviceGetCount failed with CUresult {err}{_cu_error_name(lib, err)}"
+    if count.value < 1:
+        return "no NVIDIA driver/GPU: the driver is installed but sees no CUDA device (check CUDA_VISIBLE_DEVICES)"
+    return None
 
 
-def _probe_compile() -> str | None:
-    try:
-        from uops_cuda.compiler import nvrtc_available
-    except ImportError as e:
-        return f"cannot import the NVRTC compiler ({e}); pip install cuda-bindings nvidia-cuda-nvrtc"
-    return nvrtc_available()
+def _cu_error_name(lib: ctypes.CDLL, err: int) -> str:
+    import ctypes
+
+    name = ctypes.c_char_p()
+    if lib.cuGetErrorName(err, ctypes.byref(name)) == 0 and name.value:
+        return f" ({name.value.decode(errors='replace')})"
+    return ""
+
+
+def find_nvrtc_libraries() -> list[Path]:
+    """libnvrtc.so files in NVIDIA wheels on sys.path (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib) and CUDA_HOME.
+
+    Directory listings, not glob patterns: globbing compiles regular expressions (milliseconds).
+    """
+    roots = [os.path.join(p, "nvidia") for p in sys.path if p]
+    roots += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    found: list[Path] = []
+    for root in roots:
+        try:
+            libdirs = [os.path.join(root, d, "lib") for d in sorted(os.listdir(root))]
+        except OSError:
+            continue
+        for d in [*libdirs, os.path.join(root, "lib64"), os.path.join(root, "lib")]:
+            try:
+                names = sorted(os.listdir(d))
+            except OSError:
+                continue
+            found += [
+                Path(d, n)
+                for n in names
+                if n.startswith("libnvrtc.so") and "builtins" not in n and os.path.isfile(os.path.join(d, n))
+            ]
+    return found
+
+
+def _cuda_bindings_installed() -> bool:
+    """Whether ``cuda.bindings`` can be imported, decided without importing the ``cuda`` package."""
+    for entry in sys.path:
+        if os.path.isdir(os.path.join(entry or ".", "cuda", "bindings")):
+            return True
+    return False
+
+
+def probe_compile() -> str | None:
+    """None when cuda-bindings is installed and a libnvrtc is found (a wheel, CUDA_HOME, or the loader path)."""
+    if not _cuda_bindings_installed():
+        return f"the CUDA compiler needs cuda-bindings, which is not installed; {NVRTC_INSTALL_HINT}"
+    if find_nvrtc_libraries():
+        return None
+    import ctypes
+
+    for name in _NVRTC_SONAMES:
+        try:
+            ctypes.CDLL(name)
+            return None
+        except OSError:
+            continue
+    where = "no nvidia wheel on sys.path, no CUDA_HOME, not on the loader path"
+    return f"cannot find libnvrtc ({where}); {NVRTC_INSTALL_HINT}"
+
+
+# ----- factories -----
 
 
 def _arch(arch: str | None) -> str:
-    """The requested arch, else the GPU's own when one is present, else sm_90."""
+    """The requested arch, else the GPU's own when one is present, else DEFAULT_ARCH."""
     if arch is not None:
         return arch
-    if _probe_runtime() is None:
+    if probe_runtime() is None:
         from uops_cuda.runtime import device_arch
 
         return device_arch()
@@ -74,15 +171,10 @@ def _runtime() -> Runtime:
     return CUDARuntime("CUDA")
 
 
-# ----- CUDA_EMU -----
-
-
 def _emu_renderer(arch: str | None) -> CUDARenderer:
     from uops_cuda.renderer import CUDARenderer
 
-    r = CUDARenderer(arch or DEFAULT_ARCH)
-    r.device = "CUDA_EMU"
-    return r
+    return CUDARenderer(arch or DEFAULT_ARCH, device="CUDA_EMU")
 
 
 def _emu_compiler(arch: str | None) -> Compiler:
@@ -99,29 +191,6 @@ def _emu_runtime() -> Runtime:
     return emulated_runtime()
 
 
-def _emu_probe_compile() -> str | None:
-    from uops.backends.gpu_emu import cxx_path
-    from uops.compiler import CompilerUnavailableError
-
-    try:
-        cxx_path()
-    except CompilerUnavailableError as e:
-        return str(e)
-    return None
-
-
-def _emu_probe_runtime() -> str | None:
-    """The launcher is built from gpu_shim.h on first use: that build is the probe."""
-    from uops.backends.gpu_emu import shim_runtime
-    from uops.compiler import CompileError, CompilerUnavailableError
-
-    try:
-        shim_runtime()
-    except (CompileError, CompilerUnavailableError, OSError) as e:
-        return f"cannot build the GPU shim launcher: {e}"
-    return None
-
-
 @hookimpl
 def uops_backends() -> list[Backend]:
     """CUDA (priority 100, the preferred device when a GPU is present) and CUDA_EMU (20)."""
@@ -131,8 +200,8 @@ def uops_backends() -> list[Backend]:
             renderer=_renderer,
             compiler=_compiler,
             runtime=_runtime,
-            probe_compile=_probe_compile,
-            probe_runtime=_probe_runtime,
+            probe_compile=probe_compile,
+            probe_runtime=probe_runtime,
             targets=TARGETS,
             priority=100,
         ),
@@ -141,8 +210,8 @@ def uops_backends() -> list[Backend]:
             renderer=_emu_renderer,
             compiler=_emu_compiler,
             runtime=_emu_runtime,
-            probe_compile=_emu_probe_compile,
-            probe_runtime=_emu_probe_runtime,
+            probe_compile=emulation_probe,
+            probe_runtime=emulation_probe,
             targets=(DEFAULT_ARCH,),
             priority=20,
         ),

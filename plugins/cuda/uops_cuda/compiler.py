@@ -18,17 +18,24 @@ import functools
 import hashlib
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops_cuda import DEFAULT_ARCH, find_nvrtc_libraries
+from uops_cuda import NVRTC_INSTALL_HINT as _INSTALL_HINT
 
-__all__ = ["DEFAULT_ARCH", "NVRTCCompiler", "cuda_include_dir", "nvrtc_available", "nvrtc_version", "parse_arch"]
+__all__ = [
+    "DEFAULT_ARCH",
+    "NVRTCCompiler",
+    "cuda_include_dir",
+    "find_nvrtc_libraries",
+    "nvrtc_available",
+    "nvrtc_version",
+    "parse_arch",
+]
 
-DEFAULT_ARCH = "sm_90"
 FALLBACK_INCLUDE = Path(__file__).resolve().parent / "include"
-_INSTALL_HINT = "install NVRTC with `pip install nvidia-cuda-nvrtc cuda-bindings` (no GPU needed to compile)"
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 
 
@@ -54,21 +61,6 @@ def _check(result: Any, what: str) -> None:
     if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, name = nvrtc.nvrtcGetErrorString(result)
         raise RuntimeError(f"NVRTC {what} failed: {name.decode(errors='replace')} ({int(result)})")
-
-
-def find_nvrtc_libraries() -> list[Path]:
-    """libnvrtc.so files in NVIDIA wheels on sys.path (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib) and CUDA_HOME."""
-    found: list[Path] = []
-    roots = [Path(p) / "nvidia" for p in sys.path if p]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            roots.append(Path(os.environ[var]))
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for pattern in ("*/lib/libnvrtc.so*", "lib64/libnvrtc.so*", "lib/libnvrtc.so*"):
-            found += [p for p in sorted(root.glob(pattern)) if "builtins" not in p.name and p.is_file()]
-    return found
 
 
 def _preload_nvrtc() -> list[str]:
@@ -117,7 +109,10 @@ def supported_archs() -> tuple[int, ...]:
 
 
 def nvrtc_available() -> str | None:
-    """None when NVRTC loads; otherwise why not and how to fix it."""
+    """None when NVRTC loads through cuda-bindings; otherwise why not and how to fix it.
+
+    The backend's probe only looks for the library (cheap, for choosing a device); this loads it.
+    """
     try:
         nvrtc_version()
     except CompilerUnavailableError as e:

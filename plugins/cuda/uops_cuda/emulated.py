@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from uops.backends.gpu_emu import Dialect, EmulatedCompiler, EmulatedRuntime
+from uops_cuda import DEFAULT_ARCH
 from uops_cuda.renderer import CUDARenderer
 
 __all__ = ["CUDA_DIALECT", "EmulatedCUDACompiler", "emulated_runtime"]
@@ -35,7 +36,7 @@ CUDA_DIALECT = Dialect(
 class EmulatedCUDACompiler(EmulatedCompiler):
     """CUDA C -> host shared library; with ``nvrtc_check`` NVRTC must accept the source first."""
 
-    def __init__(self, arch: str = "sm_90", nvrtc_check: bool = True) -> None:
+    def __init__(self, arch: str = DEFAULT_ARCH, nvrtc_check: bool = True) -> None:
         super().__init__("CUDA_EMU", CUDA_DIALECT)
         self.arch = arch
         self.nvrtc = None

@@ -16,6 +16,7 @@ from uops.dtypes import DType, PtrDType, dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
+from uops_cuda import DEFAULT_ARCH
 
 __all__ = ["CUDARenderer"]
 
@@ -32,7 +33,7 @@ def _math(name32: str, name64: str):
 
 class CUDARenderer(CStyleRenderer):
     device = "CUDA"
-    target = "sm_90"
+    target = DEFAULT_ARCH
     global_max = (2**31 - 1, 65535, 65535)
     local_max = (1024, 1024, 64)
     local_threads_max = 256  # a block size that fills an SM on every architecture since sm_50
@@ -62,8 +63,8 @@ class CUDARenderer(CStyleRenderer):
         ),
     }
 
-    def __init__(self, arch: str = "sm_90") -> None:
-        self.target = arch
+    def __init__(self, arch: str = DEFAULT_ARCH, device: str = "CUDA") -> None:
+        super().__init__(arch, device)
         # 1/x with a typed one: `1/h` is ambiguous for the 16-bit float classes (int->half or half->float)
         self.code_for_op = {
             **type(self).code_for_op,

@@ -18,7 +18,7 @@ import numpy as np
 
 from uops.runtime import Allocator, Program, Runtime
 
-__all__ = ["CUDAAllocator", "CUDAError", "CUDAProgram", "CUDARuntime", "device_arch", "probe_runtime"]
+__all__ = ["CUDAAllocator", "CUDAError", "CUDAProgram", "CUDARuntime", "device_arch"]
 
 _STAGING_BYTES = 16 << 20  # per chunk of a host<->device copy
 
@@ -77,21 +77,6 @@ def _current() -> None:
     if not getattr(_bound, "ok", False):
         _init()
         _bound.ok = True
-
-
-def probe_runtime() -> str | None:
-    """None when a CUDA GPU and driver are usable; else ``no NVIDIA driver/GPU: <reason>``."""
-    try:
-        from cuda.bindings import driver  # noqa: F401
-    except ImportError as e:
-        return f"no NVIDIA driver/GPU: cuda-bindings is not installed ({e}); pip install cuda-bindings"
-    try:
-        _init()
-    except Exception as e:  # no libcuda (DynamicLibNotFoundError), cuInit errors, no device: all mean "not here"
-        if type(e).__name__ == "DynamicLibNotFoundError":
-            return "no NVIDIA driver/GPU: libcuda.so (the NVIDIA driver library) was not found"
-        return f"no NVIDIA driver/GPU: {type(e).__name__}: {e}"
-    return None
 
 
 def device_arch() -> str:

@@ -6,10 +6,14 @@ with no compiler installed.
 
 from __future__ import annotations
 
-from uops.compiler import Compiler
+from typing import TYPE_CHECKING
+
 from uops.plugins import Backend, hookimpl
-from uops.renderer import Renderer
-from uops.runtime import Runtime
+
+if TYPE_CHECKING:
+    from uops.compiler import Compiler
+    from uops.renderer import Renderer
+    from uops.runtime import Runtime
 
 
 def _renderer(arch: str | None) -> Renderer:

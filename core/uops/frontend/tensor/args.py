@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from uops.dtypes import DType, dtype_from_name, dtypes, from_numpy, to_numpy, truncate
-from uops.plugins import Device, _canonical
+from uops.plugins import Device, canonical_device
 
 Scalar = bool | int | float
 
@@ -46,7 +46,7 @@ def device_arg(device: str | None) -> str:
         return Device.DEFAULT
     if not isinstance(device, str):
         raise TypeError(f"device must be a string like 'CPU' or 'PYTHON', got {type(device).__name__}")
-    name = _canonical(device)
+    name = canonical_device(device)
     if name not in _known_devices:
         Device[name]  # raises naming the installed devices
         _known_devices.add(name)
