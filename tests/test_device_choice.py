@@ -24,9 +24,6 @@ from uops.renderer import Renderer
 from uops.runtime import Allocator, Program, Runtime
 
 HEAVY = ("numpy", "cuda", "cuda.bindings", "importlib.metadata", "email")
-# uops-metal landed with probes that import its compiler and runtime modules; until it follows
-# docs/plugin-guide.md ("Writing a probe") its devices are left out of the heavy-import check
-_NOT_YET_CHEAP = "METAL,METAL_EMU"
 
 
 def _run(code: str, env: dict[str, str] | None = None, path: list[str] | None = None) -> dict:
@@ -68,7 +65,7 @@ _PROBE_IMPORTS = """
 def test_choosing_a_device_imports_nothing_heavy(action: str) -> None:
     """Listing, probing every backend and picking the default import no numpy, no cuda, and none of
     a plugin's renderer/compiler/runtime/emulated modules (only the hook modules themselves)."""
-    out = _run(_PROBE_IMPORTS.format(heavy=HEAVY, action=action), env={"UOPS_DISABLE_PLUGINS": _NOT_YET_CHEAP})
+    out = _run(_PROBE_IMPORTS.format(heavy=HEAVY, action=action))
     assert out["imported"] == [], out
     if "default" in out:
         assert out["default"] in Device.names()

@@ -14,9 +14,12 @@ factories and probes below, the first time a METAL device is used.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
+from uops.plugins.probes import emulation_probe, which
 
 if TYPE_CHECKING:
     from uops.compiler import Compiler
@@ -29,22 +32,37 @@ __version__ = "0.1.0"
 TARGETS = ("metal3.1", "metal2.4", "metal3.0", "metal3.2")
 DEFAULT_TARGET = TARGETS[0]
 
+#: the MSL check needs clang 16 or newer (clang-14 rejects _Float16 on x86)
+MIN_CLANG = 16
+CHECKER_CANDIDATES = ("clang++-19", "clang++-20", "clang++-21", "clang++-18", "clang++-17", "clang++-16", "clang++")
+INSTALL_HINT = "install clang 16 or newer (Debian/Ubuntu: apt-get install clang-19) or set UOPS_METAL_CLANG"
+NOT_MACOS = "Metal needs macOS (this is {}); the METAL compile target still works: uops compile --device METAL"
+
+
+def _versioned_checker_on_path() -> bool:
+    """A clang++-N (N >= 16) on PATH answers the probe without running it; plain clang++ needs its version asked."""
+    return any(which(name) for name in CHECKER_CANDIDATES[:-1])
+
 
 @functools.lru_cache(maxsize=1)
 def _probe_runtime() -> str | None:
+    """Off macOS the answer needs no import; on macOS the runtime asks Metal for a device."""
+    if sys.platform != "darwin":
+        return NOT_MACOS.format(sys.platform)
     from uops_metal.runtime import probe_runtime
 
     return probe_runtime()
 
 
 def _probe_compile() -> str | None:
-    from uops_metal.compiler import probe_compile
-
-    return probe_compile()
+    """macOS compiles MSL at load time at worst; elsewhere the MSL check needs a recent clang++."""
+    return None if sys.platform == "darwin" else _probe_check()
 
 
 def _probe_check() -> str | None:
     """METAL_EMU needs the clang that checks MSL: it also builds the kernels for the host."""
+    if not os.environ.get("UOPS_METAL_CLANG") and _versioned_checker_on_path():
+        return None
     from uops.compiler import CompilerUnavailableError
     from uops_metal.compiler import checker
 
@@ -95,12 +113,6 @@ def _emu_runtime() -> Runtime:
     return emulated_runtime()
 
 
-def _emu_probe_runtime() -> str | None:
-    from uops.backends.gpu_emu import probe_runtime
-
-    return probe_runtime()
-
-
 @hookimpl
 def uops_backends() -> list[Backend]:
     """METAL (priority 80, after CUDA and AMD) and METAL_EMU (20)."""
@@ -121,7 +133,7 @@ def uops_backends() -> list[Backend]:
             compiler=_emu_compiler,
             runtime=_emu_runtime,
             probe_compile=_probe_check,
-            probe_runtime=_emu_probe_runtime,
+            probe_runtime=emulation_probe,
             targets=TARGETS,
             priority=20,
         ),

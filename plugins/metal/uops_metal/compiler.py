@@ -24,16 +24,14 @@ import tempfile
 from pathlib import Path
 
 from uops.compiler import CompileError, Compiler, CompilerUnavailableError
-from uops_metal import DEFAULT_TARGET
+from uops_metal import CHECKER_CANDIDATES, DEFAULT_TARGET, MIN_CLANG
+from uops_metal import INSTALL_HINT as _INSTALL_HINT
 from uops_metal.renderer import parse_version
 
-__all__ = ["INCLUDE_DIR", "MetalCompiler", "checker", "compile_mode", "metal_std", "probe_compile", "xcrun_metal"]
+__all__ = ["INCLUDE_DIR", "MetalCompiler", "checker", "compile_mode", "metal_std", "xcrun_metal"]
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
-MIN_CLANG = 16
 _TIMEOUT_S = 120
-_INSTALL_HINT = "install clang 16 or newer (Debian/Ubuntu: apt-get install clang-19) or set UOPS_METAL_CLANG"
-_CANDIDATES = ("clang++-19", "clang++-20", "clang++-21", "clang++-18", "clang++-17", "clang++-16", "clang++")
 
 
 def _run(args: list[str], timeout: int = _TIMEOUT_S) -> subprocess.CompletedProcess[str]:
@@ -55,7 +53,7 @@ def _clang_version(path: str) -> tuple[int, str] | None:
 def checker() -> tuple[str, str]:
     """The clang++ that checks MSL and its version line: ``UOPS_METAL_CLANG``, else the first clang >= 16."""
     env = os.environ.get("UOPS_METAL_CLANG")
-    names = (env,) if env else _CANDIDATES
+    names = (env,) if env else CHECKER_CANDIDATES
     for name in names:
         path = shutil.which(name)
         found = _clang_version(path) if path else None
@@ -89,18 +87,6 @@ def metal_std(version: tuple[int, int]) -> str:
     """The ``-std=`` name of a Metal language version for Apple's compiler."""
     major, minor = version
     return f"metal{major}.{minor}" if major >= 3 else f"macos-metal{major}.{minor}"
-
-
-def probe_compile() -> str | None:
-    """None when METAL can compile here: on macOS always (Metal compiles the source at load time at
-    worst), elsewhere when a clang++ that can check the source is installed."""
-    if sys.platform == "darwin":
-        return None
-    try:
-        checker()
-    except CompilerUnavailableError as e:
-        return str(e)
-    return None
 
 
 class MetalCompiler(Compiler):

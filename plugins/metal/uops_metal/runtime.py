@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from uops.compiler import CompileError
 from uops.runtime import Allocator, Program, Runtime
+from uops_metal import NOT_MACOS
 
 __all__ = [
     "CocoaObjC",
@@ -37,7 +38,6 @@ __all__ = [
 
 STORAGE_MODE_SHARED = 0  # MTLResourceStorageModeShared << MTLResourceStorageModeShift
 COMMAND_BUFFER_ERROR = 5  # MTLCommandBufferStatusError
-_NOT_MACOS = "Metal needs macOS (this is {}); the METAL compile target still works: uops compile --device METAL"
 
 
 class MetalError(RuntimeError):
@@ -80,7 +80,7 @@ class ObjC(Protocol):
 
 def _require_macos() -> None:
     if sys.platform != "darwin":
-        raise MetalError(_NOT_MACOS.format(sys.platform))
+        raise MetalError(NOT_MACOS.format(sys.platform))
 
 
 class CocoaObjC:
@@ -169,7 +169,7 @@ def _open(objc: ObjC) -> tuple[Any, Any]:
 def probe_runtime(objc: ObjC | None = None) -> str | None:
     """None when a Metal GPU is usable; on Linux ``Metal needs macOS ...``."""
     if objc is None and sys.platform != "darwin":
-        return _NOT_MACOS.format(sys.platform)
+        return NOT_MACOS.format(sys.platform)
     try:
         _open(objc if objc is not None else CocoaObjC())
     except (MetalError, OSError, AttributeError) as e:
