@@ -40,7 +40,7 @@ if [ "$job" = test ] || [ "$job" = lint ]; then
   if [ "$job" = lint ]; then
     .venv/bin/ruff check . && .venv/bin/ruff format --check . && exec .venv/bin/mypy
   fi
-  exec "$VPY" -m pytest -q "$@"
+  exec "$VPY" -m pytest -q -n "${UOPS_TEST_WORKERS:-auto}" "$@"  # one worker per core (pytest-xdist)
 else
   "$VPY" -m pip install -q --disable-pip-version-check . "${plugins[@]}" 2>&1 | grep -v "^WARNING: Location" || true
   exec .venv/bin/uops demo "$@"

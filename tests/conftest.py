@@ -28,3 +28,19 @@ DEVICES = available_devices()
 @pytest.fixture(params=DEVICES)
 def device(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def supports_dtype(device: str, dtype: object) -> bool:
+    """Whether ``device``'s renderer can compute ``dtype`` (a DType or numpy dtype; Metal has no double).
+    The unsupported case is tested on its own, as a clear DTypeNotSupportedError (tests/test_tensor.py)."""
+    from uops.dtypes import DType, from_numpy
+    from uops.plugins import Device
+
+    dt = dtype if isinstance(dtype, DType) else from_numpy(dtype)
+    return dt not in Device[device].renderer.unsupported_dtypes
+
+
+def require_dtype(device: str, dtype: object) -> None:
+    """Skip a test of ``dtype`` on a device without it."""
+    if not supports_dtype(device, dtype):
+        pytest.skip(f"{device} does not support {dtype}")
