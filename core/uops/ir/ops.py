@@ -26,7 +26,6 @@ class Ops(IntEnum):
     ENDIF = auto()  # src: (if,)
     BARRIER = auto()
     SINK = auto()
-    NOOP = auto()
     AFTER = auto()  # src: (value, *deps): value, ordered after deps (accumulators, loop-carried state)
     SPECIAL = auto()  # src: (size,); arg: name like "gidx0" or "lidx1"
     # vectors

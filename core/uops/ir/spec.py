@@ -175,7 +175,6 @@ LOWERED_SPEC: dict[Ops, Check] = {
     Ops.BARRIER: _arity(0, -1),
     Ops.IF: _arity(1, -1),
     Ops.ENDIF: _arity(1),
-    Ops.NOOP: _arity(0, -1),
 }
 LINEAR_SPEC: dict[Ops, Check] = {k: v for k, v in LOWERED_SPEC.items() if k is not Ops.SINK}
 

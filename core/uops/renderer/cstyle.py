@@ -175,7 +175,7 @@ class CStyleRenderer(Renderer):
 
         for u in uops:
             op, dt, src = u.op, u.dtype, u.src
-            if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.NOOP):
+            if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR):
                 continue
             if op is Ops.CONST:
                 r[u] = self.render_const(u.arg, dt)

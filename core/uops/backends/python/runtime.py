@@ -217,8 +217,6 @@ class PythonProgram(Program):
             elif op is Ops.GEP:
                 x = v[src[0]]
                 v[u] = x[..., u.arg[0]] if len(u.arg) == 1 else x[..., list(u.arg)]
-            elif op is Ops.NOOP:
-                pass
             else:
                 v[u] = _alu(op, dt, [np.asarray(v[s]) for s in src])
             pc += 1
