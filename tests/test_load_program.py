@@ -24,9 +24,9 @@ import pytest
 import uops
 from uops import AxisType, Ops, Tensor, UOp, dtypes, load_program
 from uops.codegen.linearizer import linearize
-from uops.codegen.load import LoadedProgram
 from uops.codegen.program import ProgramSpec, get_program
 from uops.dtypes import AddrSpace
+from uops.frontend.load import LoadedProgram
 from uops.frontend.realize import buffer_numpy
 from uops.plugins import Device
 from uops.runtime import Buffer

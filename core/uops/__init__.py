@@ -9,7 +9,7 @@ from uops.ir.uop import UOp
 from uops.version import __version__
 
 if TYPE_CHECKING:
-    from uops.codegen.load import load_program
+    from uops.frontend.load import load_program
     from uops.frontend.tensor import Tensor
     from uops.plugins import Device
 
@@ -25,7 +25,7 @@ def __getattr__(name: str) -> object:
 
         return Tensor
     if name == "load_program":  # the checked loader of saved ProgramSpecs
-        from uops.codegen.load import load_program
+        from uops.frontend.load import load_program
 
         return load_program
     raise AttributeError(f"module 'uops' has no attribute {name!r}")

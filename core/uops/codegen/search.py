@@ -112,12 +112,20 @@ class _Job:
     opts: list[list[Any]]
 
 
-def _compile_job(job: _Job) -> dict[str, Any]:
-    from uops.plugins import Device
+_worker_target: tuple[Renderer, Compiler] | None = None
 
-    dev = Device[job.device]
+
+def _init_worker(ren: Renderer, compiler: Compiler) -> None:
+    """Each worker compiles with the caller's renderer and compiler (inherited through fork or pickled)."""
+    global _worker_target
+    _worker_target = (ren, compiler)
+
+
+def _compile_job(job: _Job) -> dict[str, Any]:
+    assert _worker_target is not None, "a beam worker runs only in a pool made by _pool"
+    ren, compiler = _worker_target
     ast = uops_from_data(job.graph)[0]
-    spec = get_program(ast, dev.renderer, dev.compiler, [Opt.from_data(o) for o in job.opts])
+    spec = get_program(ast, ren, compiler, [Opt.from_data(o) for o in job.opts])
     return spec.to_dict()
 
 
@@ -211,11 +219,12 @@ def _fits(ast: UOp, ren: Renderer, opts: list[Opt]) -> bool:
     return True
 
 
-def _pool(n: int) -> cf.Executor | None:
+def _pool(n: int, ren: Renderer, compiler: Compiler) -> cf.Executor | None:
     if n <= 1:
         return None
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    return cf.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context(method))
+    ctx = multiprocessing.get_context(method)
+    return cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(ren, compiler))
 
 
 def beam_search(
@@ -243,7 +252,7 @@ def beam_search(
     default = hand_coded_opts(ast, ren)
     if workers is None:
         workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
-    pool = _pool(workers)
+    pool = _pool(workers, ren, compiler)
     timed = {} if timed is None else timed
     try:
         beam = _time_all(pool, ast, device, ren, compiler, bench, [[], default], timed, name)

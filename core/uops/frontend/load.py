@@ -29,6 +29,7 @@ from uops.dtypes import DType, PtrDType, dtypes, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.spec import verify
 from uops.ir.uop import UOp
+from uops.plugins import Device
 from uops.runtime import Buffer, Runtime
 
 __all__ = ["LoadedProgram", "load_program"]
@@ -190,13 +191,6 @@ def _check_fields(spec: ProgramSpec) -> None:
             raise ValueError(f"kernel {spec.name!r}: the spec's {field} is malformed: {getattr(spec, field)!r:.80}")
 
 
-def _runtime_for(device: str) -> Runtime:
-    from uops.plugins import Device  # the device registry sits above codegen: resolved when first loading
-
-    rt: Runtime = Device[device].runtime
-    return rt
-
-
 class LoadedProgram:
     """A ProgramSpec loaded on its device; calling it checks the launch, then runs it.
 
@@ -224,7 +218,7 @@ class LoadedProgram:
         used = {u.arg[0] for u in spec.uops if u.op is Ops.DEFINE_VAR}
         if used - declared:
             raise ValueError(f"kernel {spec.name} uses variables {sorted(used - declared)} the spec does not declare")
-        self.runtime = runtime if runtime is not None else _runtime_for(spec.device)
+        self.runtime = runtime if runtime is not None else Device[spec.device].runtime
         self.device = self.runtime.device
         self.program = self.runtime.load(spec.name, spec.lib)
         self._sizes: dict[tuple[int, ...], tuple[dict[int, int], tuple[int, ...], tuple[int, ...]]] = {}
