@@ -134,8 +134,17 @@ class CStyleRenderer(Renderer):
     def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
         return f"(__builtin_bit_cast({self.render_dtype(dst)}, {x}))"
 
+    # GPU-style renderers spell their launch indices here: "gidx"/"lidx" -> a format of {axis} (x, y, z)
+    launch_index: dict[str, str] = {}
+
     def render_special(self, u: UOp) -> str:
-        raise NotImplementedError(f"{type(self).__name__} has no launch indices; SPECIAL {u.arg} cannot be rendered")
+        name: str = u.arg
+        if not self.launch_index:
+            raise NotImplementedError(f"{type(self).__name__} has no launch indices; SPECIAL {name} cannot be rendered")
+        spelling = self.launch_index.get(name[:4])
+        if spelling is None or not name[4:].isdigit() or int(name[4:]) > 2:
+            raise ValueError(f"{type(self).__name__}: unknown launch index {name!r} (expected gidxN or lidxN, N < 3)")
+        return spelling.format(axis="xyz"[int(name[4:])])
 
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
         return f"{self.kernel_prefix} {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
@@ -240,3 +249,15 @@ class CStyleRenderer(Renderer):
             else:
                 raise NotImplementedError(f"{type(self).__name__} cannot render {op.name} (dtype {dt!r})")
         return self.render_kernel(name, params, body, uops)
+
+
+def workgroup_threads(uops: list[UOp], what: str) -> int:
+    """Threads per workgroup of a lowered kernel (its launch bound): the product of its constant lidx sizes."""
+    threads = 1
+    for u in uops:
+        if u.op is Ops.SPECIAL and u.arg.startswith("lidx"):
+            size = u.src[0]
+            if size.op is not Ops.CONST:
+                raise ValueError(f"{what} {u.arg} must be a constant, got {size.op.name}")
+            threads *= int(size.arg)
+    return threads

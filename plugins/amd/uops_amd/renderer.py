@@ -18,12 +18,11 @@ from typing import Any
 from uops.dtypes import DType, PtrDType, dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer
+from uops.renderer.cstyle import CStyleRenderer, workgroup_threads
 from uops_amd import DEFAULT_ARCH
 
 __all__ = ["GLOBAL_MAX", "LOCAL_MAX", "AMDRenderer", "wave_size"]
 
-_AXES = "xyz"
 _HALVES = (dtypes.float16, dtypes.bfloat16)
 _VECTOR_NAMES = {"char": "char", "uchar": "uchar", "short": "short", "ushort": "ushort", "int": "int", "uint": "uint",
                  "long": "long", "ulong": "ulong", "float": "float", "double": "double", "half": "half"}  # fmt: skip
@@ -65,6 +64,7 @@ class AMDRenderer(CStyleRenderer):
     local_threads_max = 256
     shared_max = 64 * 1024  # LDS per workgroup
     kernel_prefix = 'extern "C" __attribute__((global)) void'
+    launch_index = {"gidx": "__builtin_amdgcn_workgroup_id_{axis}()", "lidx": "__builtin_amdgcn_workitem_id_{axis}()"}
     buffer_suffix = " __restrict__"
     smem_prefix = "__attribute__((shared)) "
     barrier = BARRIER
@@ -102,23 +102,8 @@ class AMDRenderer(CStyleRenderer):
             raise ValueError(f"AMDRenderer has no vector type for {dt!r}")
         return f"{base}{dt.count}"
 
-    def render_special(self, u: UOp) -> str:
-        name: str = u.arg
-        kind, dim = name[:4], int(name[4:])
-        if kind == "gidx":
-            return f"__builtin_amdgcn_workgroup_id_{_AXES[dim]}()"
-        if kind == "lidx":
-            return f"__builtin_amdgcn_workitem_id_{_AXES[dim]}()"
-        raise ValueError(f"AMDRenderer: unknown launch index {name!r} (expected gidxN or lidxN)")
-
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
-        threads = 1
-        for u in uops:
-            if u.op is Ops.SPECIAL and u.arg.startswith("lidx"):
-                size = u.src[0]
-                if size.op is not Ops.CONST:
-                    raise ValueError(f"AMDRenderer: workgroup size {u.arg} must be a constant, got {size.op.name}")
-                threads *= int(size.arg)
+        threads = workgroup_threads(uops, "AMDRenderer: workgroup size")
         vectors = sorted(
             {d for u in uops for d in (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype,) if d.count > 1},
             key=lambda d: (d.scalar().name, d.count),

@@ -15,12 +15,11 @@ import math
 from uops.dtypes import DType, PtrDType, dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer
+from uops.renderer.cstyle import CStyleRenderer, workgroup_threads
 from uops_cuda import DEFAULT_ARCH
 
 __all__ = ["CUDARenderer"]
 
-_AXES = "xyz"
 _HALVES = (dtypes.float16, dtypes.bfloat16)
 
 
@@ -39,6 +38,7 @@ class CUDARenderer(CStyleRenderer):
     local_threads_max = 256  # a block size that fills an SM on every architecture since sm_50
     shared_max = 48 * 1024  # static shared memory per block without opt-in
     kernel_prefix = 'extern "C" __global__ void'
+    launch_index = {"gidx": "blockIdx.{axis}", "lidx": "threadIdx.{axis}"}
     buffer_suffix = " __restrict__"
     smem_prefix = "__shared__ "
     barrier = "__syncthreads();"
@@ -110,23 +110,8 @@ class CUDARenderer(CStyleRenderer):
         return f"{vec}.{'xyzw'[lane]}"
 
     # ----- launch -----
-    def render_special(self, u: UOp) -> str:
-        name: str = u.arg
-        kind, dim = name[:4], int(name[4:])
-        if kind == "gidx":
-            return f"blockIdx.{_AXES[dim]}"
-        if kind == "lidx":
-            return f"threadIdx.{_AXES[dim]}"
-        raise ValueError(f"CUDARenderer: unknown launch index {name!r} (expected gidxN or lidxN)")
-
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
-        threads = 1
-        for u in uops:
-            if u.op is Ops.SPECIAL and u.arg.startswith("lidx"):
-                size = u.src[0]
-                if size.op is not Ops.CONST:
-                    raise ValueError(f"CUDARenderer: block size {u.arg} must be a constant, got {size.op.name}")
-                threads *= int(size.arg)
+        threads = workgroup_threads(uops, "CUDARenderer: block size")
         used = {u.dtype.base.scalar() if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for u in uops}
         prelude: list[str] = []
         if dtypes.float16 in used:

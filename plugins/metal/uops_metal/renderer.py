@@ -23,7 +23,6 @@ from uops_metal import DEFAULT_TARGET, TARGETS
 
 __all__ = ["INDEX_PARAMS", "MetalRenderer", "parse_version"]
 
-_AXES = "xyz"
 # the launch-index parameters, by the SPECIAL prefix that reads them: (name, attribute)
 INDEX_PARAMS = {"gidx": ("gid", "threadgroup_position_in_grid"), "lidx": ("lid", "thread_position_in_threadgroup")}
 
@@ -45,6 +44,7 @@ class MetalRenderer(CStyleRenderer):
     local_threads_max = 256  # every Apple GPU runs 256 threads per threadgroup at any register use
     shared_max = 32 * 1024  # threadgroup memory on every Apple GPU family
     kernel_prefix = "kernel void"
+    launch_index = {kind: f"{param}.{{axis}}" for kind, (param, _) in INDEX_PARAMS.items()}
     buffer_prefix = "device "
     buffer_suffix = ""
     const_buffer_prefix = "const "
@@ -138,13 +138,6 @@ class MetalRenderer(CStyleRenderer):
         return f"constant {self.var_type}& {u.arg[0]}"
 
     # ----- launch -----
-    def render_special(self, u: UOp) -> str:
-        name: str = u.arg
-        kind, dim = name[:4], int(name[4:])
-        if kind in INDEX_PARAMS:
-            return f"{INDEX_PARAMS[kind][0]}.{_AXES[dim]}"
-        raise ValueError(f"MetalRenderer: unknown launch index {name!r} (expected gidxN or lidxN)")
-
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
         bound = [f"{p} [[buffer({i})]]" for i, p in enumerate(params)]
         used = {u.arg[:4] for u in uops if u.op is Ops.SPECIAL}
