@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["any_path_exists", "emulation_probe", "which"]
+__all__ = ["any_path_exists", "emulation_probe", "host_cxx", "which"]
 
 
 def which(command: str) -> str | None:
@@ -23,17 +23,23 @@ def which(command: str) -> str | None:
     return None
 
 
-def emulation_probe() -> str | None:
-    """The probe of an ``_EMU`` device: a host C++ compiler as `uops.backends.gpu_emu` picks it (looked up, not run).
-
-    ``UOPS_CXX``, else clang++ or g++ on PATH; the emulation's launcher is built by the same compiler on first use.
-    """
+def host_cxx() -> tuple[str | None, str]:
+    """The host C++ compiler of the GPU emulation, or None and why: ``UOPS_CXX``, else clang++, else g++ on PATH."""
     env = os.environ.get("UOPS_CXX")
     if env:
-        return None if which(env) else f"UOPS_CXX={env!r} was not found; point it at a C++17 compiler"
-    if which("clang++") or which("g++"):
-        return None
-    return "the GPU emulation needs a C++ compiler and found neither clang++ nor g++; apt-get install clang"
+        found = which(env)
+        return found, "" if found else f"UOPS_CXX={env!r} was not found; point it at a C++17 compiler"
+    found = which("clang++") or which("g++")
+    if found:
+        return found, ""
+    return None, "the GPU emulation needs a C++ compiler and found neither clang++ nor g++; apt-get install clang"
+
+
+def emulation_probe() -> str | None:
+    """The probe of an ``_EMU`` device: the host C++ compiler is looked up, not run; the emulation's
+    launcher is built by the same compiler on first use."""
+    found, why = host_cxx()
+    return None if found else why
 
 
 def any_path_exists(*paths: str) -> bool:

@@ -10,14 +10,13 @@ dialect's barrier) and the kernel's launch bound.
 from __future__ import annotations
 
 import functools
-import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from uops.backends.gpu_emu.dialect import Dialect
 from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops.plugins.probes import host_cxx
 from uops.runtime.elf import read_shared_object
 
 __all__ = ["EmulatedCompiler", "cxx_path", "cxx_version", "probe_compile", "run_cxx", "shim_header"]
@@ -32,20 +31,11 @@ def shim_header() -> Path:
 
 
 def cxx_path() -> str:
-    """The C++ compiler: ``UOPS_CXX``, else clang++, else g++ (whichever is on PATH)."""
-    env = os.environ.get("UOPS_CXX")
-    if env:
-        found = shutil.which(env)
-        if found is None:
-            raise CompilerUnavailableError(f"UOPS_CXX={env!r} was not found; {_INSTALL_HINT}")
-        return found
-    for cand in ("clang++", "g++"):
-        found = shutil.which(cand)
-        if found is not None:
-            return found
-    raise CompilerUnavailableError(
-        f"the GPU emulation needs a C++ compiler and found neither clang++ nor g++; {_INSTALL_HINT}"
-    )
+    """The C++ compiler: ``UOPS_CXX``, else clang++, else g++ (the rule of ``uops.plugins.probes.host_cxx``)."""
+    found, why = host_cxx()
+    if found is None:
+        raise CompilerUnavailableError(why)
+    return found
 
 
 @functools.cache
