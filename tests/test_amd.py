@@ -351,3 +351,42 @@ for call, rc in (("hipModuleLoadData", lib.hipModuleLoadData(ctypes.byref(m), bl
     lines = r.stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith("hipModuleLoadData failed: hipError")
     assert lines[1].startswith("hipMalloc failed: hipError")
+
+
+@needs_clang
+def test_unreadable_code_object_and_missing_kernel_are_program_load_errors():
+    from uops.runtime import ProgramLoadError
+    from uops_amd.runtime import HIPProgram
+
+    blob = HIPCompiler().compile('extern "C" __attribute__((global)) void fill(int* o, int v) { o[0] = v; }')
+    with pytest.raises(ProgramLoadError, match=r"uops_amd could not load kernel 'fill': not a readable AMDGPU code"):
+        HIPProgram("fill", b"\x7fELF" + bytes(60))
+    with pytest.raises(ProgramLoadError, match=r"'nope': the code object has no such kernel \(it has \['fill'\]\)"):
+        HIPProgram("nope", blob)
+
+
+@pytest.mark.skipif(_debian_hip() is None, reason="Debian's libamdhip64-5 is not installed")
+@needs_clang
+def test_module_load_against_the_real_library_is_a_program_load_error():
+    """The real libamdhip64 with no GPU: loading a valid code object fails as ProgramLoadError, HIP's error as cause."""
+    code = r"""
+from uops.runtime import ProgramLoadError
+from uops_amd.compiler import HIPCompiler
+from uops_amd.runtime import HIPError, HIPProgram
+blob = HIPCompiler().compile('extern "C" __attribute__((global)) void fill(int* o, int v) { o[0] = v; }')
+try:
+    HIPProgram("fill", blob)
+except ProgramLoadError as e:
+    print(type(e.__cause__).__name__, e.plugin, e.kernel)
+    print(e)
+else:
+    print("LOADED")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "UOPS_HIP_LIB": str(_debian_hip())})  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    if r.stdout.startswith("LOADED"):
+        pytest.skip("an AMD GPU is present: the no-device path cannot be shown here")
+    head, msg = r.stdout.splitlines()
+    assert head == "HIPError uops_amd fill"
+    assert msg.startswith("uops_amd could not load kernel 'fill': HIPError: hipGetDeviceCount failed: hipErrorNoDevice")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +13,8 @@ import pytest
 
 from uops.compiler import CompileError, CompilerUnavailableError, clear_memory_cache
 from uops.dtypes import dtypes
-from uops.runtime import Buffer
+from uops.runtime import Buffer, ProgramLoadError
+from uops.runtime.elf import ElfError, SymbolNotDefinedError
 
 try:
     import uops_cpu_clang  # noqa: F401  (installed as a package)
@@ -153,15 +156,39 @@ def test_loading_never_compiles(add_lib: bytes, monkeypatch: pytest.MonkeyPatch)
 
 @needs_clang
 def test_load_errors_are_specific(add_lib: bytes) -> None:
-    with pytest.raises(ValueError, match="not an ELF shared library"):
+    with pytest.raises(ProgramLoadError, match="uops_cpu_clang could not load kernel 'add': ElfError: .*not an ELF"):
         ClangProgram("add", b"// CUDA PTX\n")
-    with pytest.raises(AttributeError, match="no function 'sub'"):
+    with pytest.raises(ProgramLoadError, match="'sub': SymbolNotDefinedError: .*no function 'sub'") as info:
         ClangProgram("sub", add_lib)
+    assert isinstance(info.value.__cause__, SymbolNotDefinedError)
+    assert (info.value.plugin, info.value.kernel) == ("uops_cpu_clang", "sub")
     prg = ClangProgram("add", add_lib)
     with pytest.raises(ValueError, match="does not fit in int32"):
         prg(np.zeros(1, np.float32), np.zeros(1, np.float32), np.zeros(1, np.float32), vals=(2**31,))
     with pytest.raises(TypeError, match="must be a buffer handle"):
         prg("out", vals=(1,))
+
+
+@needs_clang
+def test_corrupt_and_unloadable_libraries_raise_program_load_error(add_lib: bytes, tmp_path: Path) -> None:
+    """Bytes cut short, and a real library whose dependency is missing (dlopen fails): one error type."""
+    from uops_cpu_clang.compiler import clang_path
+
+    rt = ClangRuntime()
+    with pytest.raises(ProgramLoadError, match="uops_cpu_clang could not load kernel 'add': ElfError") as info:
+        rt.load("add", add_lib[: len(add_lib) // 3])
+    assert isinstance(info.value.__cause__, ElfError)
+    (tmp_path / "dep.c").write_text("float dep(float x) { return x + 1.0f; }\n")
+    (tmp_path / "k.c").write_text("float dep(float);\nvoid k(float* o) { o[0] = dep(o[0]); }\n")
+    cc = clang_path()
+    subprocess.run([cc, "-shared", "-fPIC", str(tmp_path / "dep.c"), "-o", str(tmp_path / "libuopsdep.so")], check=True)
+    subprocess.run([cc, "-shared", "-fPIC", str(tmp_path / "k.c"), f"-L{tmp_path}", "-luopsdep", "-o",
+                    str(tmp_path / "k.so")], check=True)  # fmt: skip
+    with pytest.raises(ProgramLoadError, match="could not load kernel 'k': OSError: .*libuopsdep.so") as info:
+        rt.load("k", (tmp_path / "k.so").read_bytes())
+    assert isinstance(info.value.__cause__, OSError) and info.value.kernel == "k"
+    err = pickle.loads(pickle.dumps(info.value))  # BEAM's workers send it back across processes
+    assert (type(err), str(err), err.plugin) == (ProgramLoadError, str(info.value), "uops_cpu_clang")
 
 
 def test_missing_clang_is_reported_with_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:

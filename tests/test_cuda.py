@@ -17,6 +17,7 @@ from uops.codegen.program import ProgramSpec, get_program
 from uops.compiler import CompileError, CompilerUnavailableError
 from uops.dtypes import AddrSpace, bf16_to_f32, f32_to_bf16
 from uops.plugins import Device
+from uops.runtime import ProgramLoadError
 
 nvrtc_compiler = pytest.importorskip("uops_cuda.compiler", reason="the uops-cuda plugin is not installed")
 from uops_cuda.compiler import NVRTCCompiler, cuda_include_dir, nvrtc_available  # noqa: E402
@@ -307,7 +308,7 @@ def test_shim_errors_are_specific(emu):
     prg = rt.load("saxpy", comp.compile(SAXPY))
     with pytest.raises(LaunchError, match="global_size"):
         prg(np.zeros(1, np.float32), global_size=(0,), local_size=(1,))
-    with pytest.raises(LaunchError, match="not in this library"):
+    with pytest.raises(ProgramLoadError, match="could not load kernel 'missing': no such kernel"):
         rt.load("missing", comp.compile(SAXPY))
 
 
@@ -600,6 +601,29 @@ def test_gpu_ptx_loads_and_block_reduction():
     out = np.empty(64, np.float32)
     rt.allocator.copyout(memoryview(out.view(np.uint8)), ho)
     np.testing.assert_allclose(out, x.reshape(64, 256).sum(1), rtol=1e-5)
+
+
+@pytest.mark.skipif(GPU_REASON is None, reason="a CUDA GPU is present: the no-driver path cannot be shown here")
+def test_load_without_a_usable_driver_is_a_program_load_error():
+    """Without a GPU the driver calls fail (no libcuda, or no device): ProgramLoadError, the driver's error as cause."""
+    from uops_cuda.runtime import CUDAProgram
+
+    with pytest.raises(ProgramLoadError, match="uops_cuda could not load kernel 'saxpy': ") as info:
+        CUDAProgram("saxpy", b"\x7fELF not a cubin")
+    assert info.value.plugin == "uops_cuda" and info.value.kernel == "saxpy"
+    assert isinstance(info.value.__cause__, RuntimeError | ImportError), info.value.__cause__
+
+
+@needs_gpu
+def test_gpu_corrupt_image_and_missing_kernel_are_program_load_errors():
+    from uops_cuda.runtime import CUDARuntime, device_arch
+
+    rt = CUDARuntime()
+    cubin = NVRTCCompiler(device_arch()).compile(SAXPY)
+    with pytest.raises(ProgramLoadError, match="'saxpy': CUDAError: cuModuleLoadData\\(saxpy\\) failed: CUDA_ERROR_"):
+        rt.load("saxpy", cubin[: len(cubin) // 2])
+    with pytest.raises(ProgramLoadError, match="'nope': CUDAError: cuModuleGetFunction\\('nope'\\) failed"):
+        rt.load("nope", cubin)
 
 
 @needs_both

@@ -10,6 +10,7 @@ messages do what Metal documents.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from uops.compiler import CompileError, CompilerUnavailableError
 from uops.dtypes import AddrSpace
 from uops.frontend.realize import DTypeNotSupportedError
 from uops.plugins import Device
+from uops.runtime import ProgramLoadError
 
 pytest.importorskip("uops_metal", reason="the uops-metal plugin is not installed")
 from uops_metal import compiler as metal_compiler  # noqa: E402
@@ -248,6 +250,7 @@ class RecordingObjC:
         self.status = status
         self.memory: dict[int, ctypes.Array[ctypes.c_char]] = {}
         self.strings: dict[int, str] = {}
+        self.made: list[tuple[str, int]] = []  # (selector, object) for the objects a caller owns
         self._next = 0x1000
 
     def _handle(self, kind: str) -> int:
@@ -263,6 +266,11 @@ class RecordingObjC:
     def send(self, obj: Any, sel: str, *args: Any, restype: Any = ctypes.c_void_p) -> Any:
         obj = self._plain(obj)
         self.calls.append((obj, sel, tuple(self._plain(a) for a in args)))
+        if sel in self.fail:
+            return None
+        if sel in ("init", "newFunctionWithName:"):
+            self.made.append((sel, self._handle(sel)))
+            return self.made[-1][1]
         if sel == "newBufferWithLength:options:":
             mem = ctypes.create_string_buffer(self._plain(args[0]))
             self.memory[ctypes.addressof(mem)] = mem
@@ -285,7 +293,8 @@ class RecordingObjC:
         self.calls.append((self._plain(obj), sel, tuple(self._plain(a) for a in args)))
         if sel in self.fail:
             return None, self.fail[sel]
-        return self._handle(sel), None
+        self.made.append((sel, self._handle(sel)))
+        return self.made[-1][1], None
 
     def cls(self, name: str) -> Any:
         return self._handle(name)
@@ -311,6 +320,14 @@ class RecordingObjC:
 
     def pool_pop(self, pool: Any) -> None:
         assert pool == 0xB0
+
+
+# what MetalProgram creates from source, in order: library, function, pipeline state
+LOAD_SELECTORS = (
+    "newLibraryWithSource:options:error:",
+    "newFunctionWithName:",
+    "newComputePipelineStateWithFunction:error:",
+)
 
 
 def selectors(fake: RecordingObjC) -> list[str]:
@@ -364,8 +381,12 @@ def test_runtime_async_launches_are_waited_for_before_the_host_reads():
 def test_runtime_failures_are_specific():
     fake = RecordingObjC(fail={"newLibraryWithSource:options:error:": "program_source:3:5: error: bad"})
     rt = MetalRuntime("METAL", objc=fake)
-    with pytest.raises(CompileError, match="program_source:3:5: error: bad"):
+    with pytest.raises(ProgramLoadError, match="(?s)load kernel 'k': CompileError: .*3:5: error: bad") as info:
         rt.load("k", b"kernel void k() {}")
+    assert isinstance(info.value.__cause__, CompileError) and info.value.plugin == "uops_metal"
+    fake = RecordingObjC(fail={"newLibraryWithData:error:": "invalid library file"})
+    with pytest.raises(ProgramLoadError, match="MetalError: newLibraryWithData failed for 'k': invalid library file"):
+        MetalRuntime("METAL", objc=fake).load("k", b"MTLB garbage")
     fake = RecordingObjC(status=COMMAND_BUFFER_ERROR)
     rt = MetalRuntime("METAL", objc=fake)
     prog = rt.load("k", b"kernel void k() {}")
@@ -373,6 +394,35 @@ def test_runtime_failures_are_specific():
         prog(global_size=(1,), wait=True)
     with pytest.raises(MetalError, match="exceeds the pipeline's 1024 threads"):
         prog(global_size=(1,), local_size=(64, 32), wait=True)
+
+
+def _released(fake: RecordingObjC) -> list[Any]:
+    return [obj for obj, sel, _ in fake.calls if sel == "release"]
+
+
+def test_program_releases_its_library_function_and_pipeline():
+    fake = RecordingObjC()
+    rt = MetalRuntime("METAL", objc=fake)
+    prog = rt.load("k", b"kernel void k() {}")
+    made = dict(fake.made)
+    lib, fn, pso = (made[s] for s in LOAD_SELECTORS)
+    assert _released(fake) == [made["init"]], "while the program lives only the compile options are released"
+    prog(global_size=(1,), wait=True)
+    fake.calls.clear()
+    del prog
+    gc.collect()
+    assert _released(fake) == [pso, fn, lib], "what the program made is released, newest first"
+
+
+@pytest.mark.parametrize("failing", LOAD_SELECTORS[1:])
+def test_a_load_failing_part_way_releases_what_it_made(failing: str):
+    fake = RecordingObjC(fail={failing: "function uses too many registers"})
+    rt = MetalRuntime("METAL", objc=fake)
+    with pytest.raises(ProgramLoadError, match="uops_metal could not load kernel 'k': MetalError: "):
+        rt.load("k", b"kernel void k() {}")
+    made = dict(fake.made)
+    before = [made[s] for s in LOAD_SELECTORS[: LOAD_SELECTORS.index(failing)]]
+    assert _released(fake) == [made["init"], *reversed(before)]
 
 
 @linux_only

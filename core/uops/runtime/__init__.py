@@ -16,7 +16,35 @@ import numpy as np
 
 from uops.dtypes import DType, PtrDType, to_numpy
 
-__all__ = ["Allocator", "Buffer", "BufferFreedError", "HostAllocator", "Program", "Runtime", "copy_between"]
+__all__ = [
+    "Allocator",
+    "Buffer",
+    "BufferFreedError",
+    "HostAllocator",
+    "Program",
+    "ProgramLoadError",
+    "Runtime",
+    "copy_between",
+]
+
+
+class ProgramLoadError(RuntimeError):
+    """A runtime could not turn compiled bytes into a launchable program: which plugin, which kernel, why.
+
+    Every runtime's ``load`` raises this one type, whatever failed underneath (an ELF check,
+    dlopen, ``cuModuleLoadData``, ``hipModuleLoadData``, Metal's library or pipeline calls), so
+    callers handle one error; the specific one stays attached as ``__cause__``.
+    """
+
+    def __init__(self, plugin: str, kernel: str, cause: BaseException | str) -> None:
+        self.plugin = plugin
+        self.kernel = kernel
+        self.cause = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        super().__init__(f"{plugin} could not load kernel {kernel!r}: {self.cause}")
+
+    def __reduce__(self) -> tuple[type[ProgramLoadError], tuple[str, str, str]]:
+        # keep the fields when the error crosses a process boundary (BEAM's worker processes)
+        return (type(self), (self.plugin, self.kernel, self.cause))
 
 
 class Allocator(ABC):
@@ -66,7 +94,10 @@ class Runtime(ABC):
 
     @abstractmethod
     def load(self, name: str, lib: bytes) -> Program:
-        """Load compiled bytes (``ProgramSpec.lib``) and return the function ``name``. Never compiles."""
+        """Load compiled bytes (``ProgramSpec.lib``) and return the function ``name``. Never compiles.
+
+        Bytes that do not load (corrupt, for another device, no function ``name``) raise
+        ``ProgramLoadError``."""
 
     def synchronize(self) -> None:
         """Wait for all launched work to finish (a no-op for synchronous devices)."""

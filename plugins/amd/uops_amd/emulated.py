@@ -66,4 +66,4 @@ class EmulatedAMDCompiler(EmulatedCompiler):
 
 def emulated_runtime() -> EmulatedRuntime:
     """AMD_EMU's runtime: host memory, launches checked against AMD's limits."""
-    return EmulatedRuntime("AMD_EMU", AMD_DIALECT)
+    return EmulatedRuntime("AMD_EMU", AMD_DIALECT, plugin=__name__.partition(".")[0])

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from uops.runtime import Allocator, Program, Runtime
+from uops.runtime import Allocator, Program, ProgramLoadError, Runtime
 from uops_amd.compiler import KernelMeta, code_object_kernels
 
 __all__ = [
@@ -43,6 +43,7 @@ _INSTALL_HINT = "install the HIP runtime (ROCm, or Debian/Ubuntu: apt-get instal
 _CANDIDATES = ("libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5", "/opt/rocm/lib/libamdhip64.so")
 _MEMCPY_HOST_TO_DEVICE, _MEMCPY_DEVICE_TO_HOST = 1, 2
 _PARAM_BUFFER_POINTER, _PARAM_BUFFER_SIZE, _PARAM_END = 1, 2, 3
+_PLUGIN = __name__.partition(".")[0]
 
 
 class HIPError(RuntimeError):
@@ -208,18 +209,24 @@ class HIPProgram(Program):
 
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
-        kernels = code_object_kernels(lib)
+        try:
+            kernels = code_object_kernels(lib)
+        except (ValueError, KeyError, IndexError, TypeError, struct.error) as e:
+            raise ProgramLoadError(_PLUGIN, name, f"not a readable AMDGPU code object: {e}") from e
         if name not in kernels:
-            raise HIPError(f"kernel {name!r} is not in this code object (it has {sorted(kernels)})")
+            raise ProgramLoadError(_PLUGIN, name, f"the code object has no such kernel (it has {sorted(kernels)})")
         self.meta = kernels[name]
-        _current()
-        hip = _hip()
-        self._image = ctypes.create_string_buffer(lib, len(lib))
-        self._module = ctypes.c_void_p()
-        _check(hip.hipModuleLoadData(ctypes.byref(self._module), self._image), f"hipModuleLoadData({name})")
-        self._fn = ctypes.c_void_p()
-        _check(hip.hipModuleGetFunction(ctypes.byref(self._fn), self._module, name.encode()),
-               f"hipModuleGetFunction({name!r})")  # fmt: skip
+        try:
+            _current()
+            hip = _hip()
+            self._image = ctypes.create_string_buffer(lib, len(lib))
+            self._module = ctypes.c_void_p()
+            _check(hip.hipModuleLoadData(ctypes.byref(self._module), self._image), f"hipModuleLoadData({name})")
+            self._fn = ctypes.c_void_p()
+            _check(hip.hipModuleGetFunction(ctypes.byref(self._fn), self._module, name.encode()),
+                   f"hipModuleGetFunction({name!r})")  # fmt: skip
+        except HIPError as e:
+            raise ProgramLoadError(_PLUGIN, name, e) from e
 
     def __call__(
         self,

@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from uops.runtime import Buffer, HostAllocator, Program, Runtime
-from uops.runtime.elf import SharedLibrary
+from uops.runtime import Buffer, HostAllocator, Program, ProgramLoadError, Runtime
+from uops.runtime.elf import ElfError, SharedLibrary, SymbolNotDefinedError
 from uops_cpu_clang.renderer import cpu_threads
 
 __all__ = ["ClangProgram", "ClangRuntime", "cpu_threads"]
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_PLUGIN = __name__.partition(".")[0]
 
 
 def _address(buf: Any) -> int:
@@ -59,8 +60,11 @@ class ClangProgram(Program):
 
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
-        self._lib = SharedLibrary(lib, what=f"kernel library for {name!r}", prefix=f"uops-{name[:40]}-")
-        self._fxn = self._lib.function(name)
+        try:
+            self._lib = SharedLibrary(lib, what=f"kernel library for {name!r}", prefix=f"uops-{name[:40]}-")
+            self._fxn = self._lib.function(name)
+        except (ElfError, SymbolNotDefinedError, OSError) as e:
+            raise ProgramLoadError(_PLUGIN, name, e) from e
         self._fxn.restype = None
 
     def __call__(

@@ -57,4 +57,4 @@ class EmulatedCUDACompiler(EmulatedCompiler):
 
 def emulated_runtime() -> EmulatedRuntime:
     """CUDA_EMU's runtime: host memory, launches checked against CUDA's limits."""
-    return EmulatedRuntime("CUDA_EMU", CUDA_DIALECT)
+    return EmulatedRuntime("CUDA_EMU", CUDA_DIALECT, plugin=__name__.partition(".")[0])

@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from uops.runtime import Allocator, Program, Runtime
+from uops.runtime import Allocator, Program, ProgramLoadError, Runtime
 
 __all__ = ["CUDAAllocator", "CUDAError", "CUDAProgram", "CUDARuntime", "device_arch"]
 
 _STAGING_BYTES = 16 << 20  # per chunk of a host<->device copy
+_PLUGIN = __name__.partition(".")[0]
 
 
 class CUDAError(RuntimeError):
@@ -162,12 +163,15 @@ class CUDAProgram(Program):
     """One kernel of a loaded module. ``global_size`` is the grid in blocks, ``local_size`` the block."""
 
     def __init__(self, name: str, lib: bytes) -> None:
-        _current()
-        drv = _driver()
         self.name = name
-        image = ctypes.create_string_buffer(lib, len(lib))  # a PTX image must end in NUL; CUBIN ignores the length
-        self._module = _check(drv.cuModuleLoadData(ctypes.addressof(image)), f"cuModuleLoadData({name})")
-        self._fn = _check(drv.cuModuleGetFunction(self._module, name.encode()), f"cuModuleGetFunction({name!r})")
+        try:
+            _current()
+            drv = _driver()
+            image = ctypes.create_string_buffer(lib, len(lib))  # a PTX image must end in NUL; CUBIN ignores the length
+            self._module = _check(drv.cuModuleLoadData(ctypes.addressof(image)), f"cuModuleLoadData({name})")
+            self._fn = _check(drv.cuModuleGetFunction(self._module, name.encode()), f"cuModuleGetFunction({name!r})")
+        except (ImportError, RuntimeError) as e:  # CUDAError, and a missing driver (cuda-bindings), are RuntimeErrors
+            raise ProgramLoadError(_PLUGIN, name, e) from e
 
     def __call__(
         self,

@@ -54,4 +54,4 @@ class EmulatedMetalCompiler(EmulatedCompiler):
 
 def emulated_runtime() -> EmulatedRuntime:
     """METAL_EMU's runtime: host memory, launches checked against Metal's limits."""
-    return EmulatedRuntime("METAL_EMU", METAL_DIALECT)
+    return EmulatedRuntime("METAL_EMU", METAL_DIALECT, plugin=__name__.partition(".")[0])

@@ -21,7 +21,7 @@ import threading
 from typing import Any, Protocol
 
 from uops.compiler import CompileError
-from uops.runtime import Allocator, Program, Runtime
+from uops.runtime import Allocator, Program, ProgramLoadError, Runtime
 from uops_metal import NOT_MACOS
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
 
 STORAGE_MODE_SHARED = 0  # MTLResourceStorageModeShared << MTLResourceStorageModeShift
 COMMAND_BUFFER_ERROR = 5  # MTLCommandBufferStatusError
+_PLUGIN = __name__.partition(".")[0]
 
 
 class MetalError(RuntimeError):
@@ -222,36 +223,66 @@ class MetalAllocator(Allocator):
 
 
 class MetalProgram(Program):
-    """One kernel: library (from metallib bytes or MSL source), function, compute pipeline state."""
+    """One kernel: library (from metallib bytes or MSL source), function, compute pipeline state.
+
+    The three objects come from ``new...`` messages, so this program owns them: they are released
+    when it is garbage (or at once when loading fails part-way). A command buffer in flight keeps
+    its own references to the pipeline it was encoded with.
+    """
 
     def __init__(self, rt: MetalRuntime, name: str, lib: bytes) -> None:
         self.rt, self.name = rt, name
+        self._owned: list[Any] = []  # library, function, pipeline: released in reverse order
         objc, dev = rt.objc, _ptr(rt.mtl_device)
         pool = objc.pool_push()
         try:
-            if lib[:4] == b"MTLB":
-                library, err = objc.send_error(dev, "newLibraryWithData:error:", _ptr(objc.dispatch_data(lib)))
-            else:
-                src = lib.decode()
-                opts = objc.send(_ptr(objc.send(_ptr(objc.cls("MTLCompileOptions")), "alloc")), "init")
-                objc.send(_ptr(opts), "setFastMathEnabled:", ctypes.c_bool(False), restype=None)
-                library, err = objc.send_error(dev, "newLibraryWithSource:options:error:", _ptr(objc.nsstring(src)),
-                                               _ptr(opts))  # fmt: skip
-                objc.send(_ptr(opts), "release", restype=None)
-                if library is None:
-                    raise CompileError(err or "newLibraryWithSource failed", src, "Metal (newLibraryWithSource)")
-            if library is None:
-                raise MetalError(f"newLibraryWithData failed for {name!r}: {err}")
+            library = self._own(self._library(name, lib))
             fn = objc.send(_ptr(library), "newFunctionWithName:", _ptr(objc.nsstring(name)))
             if not fn:
                 raise MetalError(f"kernel {name!r} is not in the library")
+            self._own(fn)
             pso, err = objc.send_error(dev, "newComputePipelineStateWithFunction:error:", _ptr(fn))
             if pso is None:
                 raise MetalError(f"newComputePipelineStateWithFunction failed for {name!r}: {err}")
-            self._library, self._fn, self._pso = library, fn, pso
+            self._pso = self._own(pso)
             self.max_threads = int(objc.send(_ptr(pso), "maxTotalThreadsPerThreadgroup", restype=ctypes.c_ulong))
+        except (MetalError, CompileError, UnicodeDecodeError) as e:
+            self._release()
+            raise ProgramLoadError(_PLUGIN, name, e) from e
         finally:
             objc.pool_pop(pool)
+
+    def _own(self, obj: Any) -> Any:
+        self._owned.append(obj)
+        return obj
+
+    def _library(self, name: str, lib: bytes) -> Any:
+        """An MTLLibrary from metallib bytes, or compiled from MSL source (fast math off)."""
+        objc, dev = self.rt.objc, _ptr(self.rt.mtl_device)
+        if lib[:4] == b"MTLB":
+            library, err = objc.send_error(dev, "newLibraryWithData:error:", _ptr(objc.dispatch_data(lib)))
+            if library is None:
+                raise MetalError(f"newLibraryWithData failed for {name!r}: {err}")
+            return library
+        src = lib.decode()
+        opts = objc.send(_ptr(objc.send(_ptr(objc.cls("MTLCompileOptions")), "alloc")), "init")
+        objc.send(_ptr(opts), "setFastMathEnabled:", ctypes.c_bool(False), restype=None)
+        library, err = objc.send_error(dev, "newLibraryWithSource:options:error:", _ptr(objc.nsstring(src)),
+                                       _ptr(opts))  # fmt: skip
+        objc.send(_ptr(opts), "release", restype=None)
+        if library is None:
+            raise CompileError(err or "newLibraryWithSource failed", src, "Metal (newLibraryWithSource)")
+        return library
+
+    def _release(self) -> None:
+        owned, self._owned = self._owned, []
+        for obj in reversed(owned):
+            self.rt.objc.send(_ptr(obj), "release", restype=None)
+
+    def __del__(self) -> None:
+        # at interpreter exit the Objective-C runtime may be torn down: the process releases everything then
+        if getattr(self, "_owned", None) and not sys.is_finalizing():
+            self._release()
 
     def __call__(
         self,

@@ -24,8 +24,8 @@ import numpy as np
 from uops.backends.gpu_emu.compiler import cxx_path, cxx_version, run_cxx, shim_header
 from uops.backends.gpu_emu.dialect import Dialect
 from uops.compiler import CompileError, CompilerUnavailableError, cache_dir
-from uops.runtime import HostAllocator, Program, Runtime
-from uops.runtime.elf import ElfError, SharedLibrary
+from uops.runtime import HostAllocator, Program, ProgramLoadError, Runtime
+from uops.runtime.elf import ElfError, SharedLibrary, SymbolNotDefinedError
 
 __all__ = ["EmulatedProgram", "EmulatedRuntime", "LaunchError", "kernel_symbols", "probe_runtime", "shim_runtime"]
 
@@ -87,14 +87,12 @@ def shim_runtime() -> ctypes.CDLL:
 def kernel_symbols(lib: SharedLibrary, name: str) -> tuple[Any, int, int]:
     """The entry thunk of kernel ``name`` in a library built by EmulatedCompiler, its barrier flag, its bound.
 
-    Only symbols the library itself defines resolve (never one of its dependencies).
+    Only symbols the library itself defines resolve (never one of its dependencies): any other
+    raises ``SymbolNotDefinedError``.
     """
-    try:
-        entry = lib.function(f"uops_shim_entry_{name}")
-        barriers = lib.object(f"uops_shim_barriers_{name}", ctypes.c_int).value
-        bound = lib.object(f"uops_shim_bound_{name}", ctypes.c_uint).value
-    except (AttributeError, ValueError) as e:
-        raise LaunchError(f"kernel {name!r} is not in this library (was it built by EmulatedCompiler?): {e}") from e
+    entry = lib.function(f"uops_shim_entry_{name}")
+    barriers = lib.object(f"uops_shim_barriers_{name}", ctypes.c_int).value
+    bound = lib.object(f"uops_shim_bound_{name}", ctypes.c_uint).value
     return entry, int(barriers), int(bound)
 
 
@@ -111,15 +109,18 @@ def _address(handle: Any) -> int:
 class EmulatedProgram(Program):
     """One kernel of a shim-compiled library. ``global_size`` counts blocks, ``local_size`` threads."""
 
-    def __init__(self, name: str, lib: bytes, dialect: Dialect) -> None:
+    def __init__(self, name: str, lib: bytes, dialect: Dialect, plugin: str = __name__) -> None:
         self.name = name
         self.dialect = dialect
         self._rt = shim_runtime()
         try:
             self._lib = SharedLibrary(lib, what=f"emulated library for {name!r}", prefix=f"uops-emu-{name[:40]}-")
+            entry, self._barriers, self.bound = kernel_symbols(self._lib, name)
+        except SymbolNotDefinedError as e:
+            why = f"no such kernel (was the library built by EmulatedCompiler?): {e}"
+            raise ProgramLoadError(plugin, name, why) from e
         except (ElfError, OSError) as e:
-            raise LaunchError(f"cannot load the emulated library for {name!r}: {e}") from e
-        entry, self._barriers, self.bound = kernel_symbols(self._lib, name)
+            raise ProgramLoadError(plugin, name, e) from e
         self._entry_ptr = ctypes.cast(entry, ctypes.c_void_p)
 
     def _dims(self, what: str, size: tuple[int, ...], limit: tuple[int, ...]) -> tuple[int, int, int]:
@@ -172,13 +173,14 @@ class EmulatedProgram(Program):
 class EmulatedRuntime(Runtime):
     """Host memory plus shim launches: a GPU device's runtime, emulated on the CPU."""
 
-    def __init__(self, device: str, dialect: Dialect) -> None:
+    def __init__(self, device: str, dialect: Dialect, plugin: str = __name__) -> None:
         self.device = device
         self.dialect = dialect
+        self.plugin = plugin  # named in load errors: the package that declares the dialect
         self.allocator = HostAllocator()
 
     def load(self, name: str, lib: bytes) -> EmulatedProgram:
-        return EmulatedProgram(name, lib, self.dialect)
+        return EmulatedProgram(name, lib, self.dialect, self.plugin)
 
 
 def probe_runtime() -> str | None:
