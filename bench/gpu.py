@@ -9,7 +9,7 @@ and ``synchronize()`` (launch overhead included, scheduling not: the kernels are
 ``realize`` would run). Torch, when importable and on a CUDA device, is timed with CUDA events
 too. GB/s counts the inputs and the output once; every result is checked against numpy.
 ``--beam N`` adds a column with BEAM-searched kernels. Goals are reported, never asserted: the
-exit code is 1 only when a result is wrong.
+exit code is 1 only when a result is wrong (2 when the device cannot compile or run here).
 
     python bench/gpu.py [--device CUDA] [--small] [--runs 10] [--beam 2] [--summary FILE]
 
@@ -171,9 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1:
         p.error("--runs must be at least 1")
     from uops import Tensor
-    from uops.plugins import Device
+    from uops.plugins import Device, PluginError
 
-    device = Device[args.device].name
+    try:
+        device = Device[args.device].name
+        _ = (Device[device].compiler, Device[device].runtime)  # fail now, with the plugin's reason
+    except PluginError as e:
+        print(f"bench/gpu.py: {e}", file=sys.stderr)
+        return 2
     rng = np.random.default_rng(0)
     lines: list[str] = []
 

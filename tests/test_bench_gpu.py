@@ -63,3 +63,15 @@ def test_verdicts_compare_against_the_goals() -> None:
     without = b.matmul_verdict("mm", 17000.0, None, 67.0)
     assert "0.51x half the 67 TFLOP/s fp32 peak (torch not importable) at 33500 GFLOP/s" in without
     assert without.endswith("MET")
+
+
+def test_a_device_that_cannot_run_here_is_named_not_a_traceback() -> None:
+    from uops.plugins import Device
+
+    row = next((r for r in Device.status() if r.device == "CUDA"), None)  # None: the plugin is not installed
+    if row is not None and row.status == "ok":
+        pytest.skip("CUDA runs here")
+    r = subprocess.run([sys.executable, str(SCRIPT), "--device", "CUDA", "--small"], capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith("bench/gpu.py: CUDA cannot "), r.stderr
+    assert "Traceback" not in r.stderr
