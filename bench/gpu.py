@@ -87,6 +87,8 @@ def time_uops(c: Case, ts: list[Any], device: str, runs: int, beam: int = 0) -> 
         launches.append((prog, [realize.get_buffer(b).handle for b in item.bufs], gsz, lsz))
     if beam:
         realize._programs.clear()
+    if not launches:
+        raise RuntimeError(f"{c.name}: the schedule has no kernel to time (is the value already realized?)")
 
     def device_time() -> float:
         return sum(float(p(*a, global_size=g, local_size=loc, wait=True) or 0.0) for p, a, g, loc in launches)

@@ -43,7 +43,7 @@ sed 's/^/probe: /' "$DEST/probe.log" | tee -a "$SUMMARY"
 run_tests test_cuda 90 UOPS_STRICT_PLUGINS=1 -- tests/test_cuda.py
 run_step goals 150 -- "$VPY" bench/gpu.py --device CUDA --runs 10 --summary "$DEST/gpu-goals.txt"
 run_tests tensor_suite_CUDA 150 UOPS_TEST_DEVICES=CUDA -- tests/test_tensor.py
-run_step bench 60 -- "$VPY" bench/ops.py --device CUDA
+run_step bench 90 -- "$VPY" bench/ops.py --device CUDA
 run_step beam_matmul 120 -- "$VPY" bench/gpu.py --device CUDA --only matmul --beam 2 --runs 5
 
 check_end
