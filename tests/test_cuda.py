@@ -609,9 +609,26 @@ def test_load_without_a_usable_driver_is_a_program_load_error():
     from uops_cuda.runtime import CUDAProgram
 
     with pytest.raises(ProgramLoadError, match="uops_cuda could not load kernel 'saxpy': ") as info:
-        CUDAProgram("saxpy", b"\x7fELF not a cubin")
+        CUDAProgram("saxpy", b"// PTX text: the driver is needed to read it")
     assert info.value.plugin == "uops_cuda" and info.value.kernel == "saxpy"
     assert isinstance(info.value.__cause__, RuntimeError | ImportError), info.value.__cause__
+
+
+@needs_nvrtc
+def test_a_cut_or_foreign_cubin_is_refused_before_the_driver_sees_it():
+    """cuModuleLoadData takes no length: a CUBIN cut short would be read past its end, so it never gets there."""
+    from uops.runtime.elf import ElfError
+    from uops_cuda.runtime import CUDAProgram
+
+    cubin = NVRTCCompiler("sm_80").compile(SAXPY)
+    for cut in (len(cubin) - 1, len(cubin) // 2, 80):
+        with pytest.raises(ProgramLoadError, match=r"'saxpy': ElfError: .*(past its|outside its) \d+ bytes") as info:
+            CUDAProgram("saxpy", cubin[:cut])
+        assert isinstance(info.value.__cause__, ElfError)
+    host = bytearray(cubin)
+    host[18:20] = (62).to_bytes(2, "little")  # e_machine: x86_64
+    with pytest.raises(ProgramLoadError, match=r"built for x86_64 \(e_machine 62\), not cuda \(e_machine 190\)"):
+        CUDAProgram("saxpy", bytes(host))
 
 
 @needs_gpu
@@ -621,7 +638,7 @@ def test_gpu_corrupt_image_and_missing_kernel_are_program_load_errors():
     rt = CUDARuntime()
     cubin = NVRTCCompiler(device_arch()).compile(SAXPY)
     with pytest.raises(ProgramLoadError, match="'saxpy': CUDAError: cuModuleLoadData\\(saxpy\\) failed: CUDA_ERROR_"):
-        rt.load("saxpy", cubin[: len(cubin) // 2])
+        rt.load("saxpy", b"neither a CUBIN nor PTX")  # not a cut CUBIN: the driver takes no length, reads past it
     with pytest.raises(ProgramLoadError, match="'nope': CUDAError: cuModuleGetFunction\\('nope'\\) failed"):
         rt.load("nope", cubin)
 

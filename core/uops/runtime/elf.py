@@ -21,12 +21,21 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ElfError", "SharedLibrary", "SharedObject", "SymbolNotDefinedError", "host_machine", "read_shared_object"]
+__all__ = [
+    "ElfError",
+    "SharedLibrary",
+    "SharedObject",
+    "SymbolNotDefinedError",
+    "check_device_image",
+    "host_machine",
+    "read_shared_object",
+]
 
 _MAGIC = b"\x7fELF"
 _ET_DYN = 3
 _PT_INTERP = 3
 _SHT_DYNSYM = 11
+_SHT_NOBITS = 8
 _SHN_UNDEF = 0
 _SHN_LORESERVE = 0xFF00
 _STT_OBJECT, _STT_FUNC = 1, 2
@@ -54,12 +63,15 @@ class _Layout:
     shdr: str
     sym: str
     sym_fields: tuple[int, int, int]  # positions of st_name, st_info, st_shndx in ``sym``
+    seg_fields: tuple[int, int]  # positions of p_offset, p_filesz in ``phdr``
 
 
 _LAYOUTS = {
-    1: _Layout(header="HHIIIIIHHHHHH", phdr="IIIIIIII", shdr="IIIIIIIIII", sym="IIIBBH", sym_fields=(0, 3, 5)),
-    2: _Layout(header="HHIQQQIHHHHHH", phdr="IIQQQQQQ", shdr="IIQQQQIIQQ", sym="IBBHQQ", sym_fields=(0, 1, 3)),
-}
+    1: _Layout(header="HHIIIIIHHHHHH", phdr="IIIIIIII", shdr="IIIIIIIIII", sym="IIIBBH", sym_fields=(0, 3, 5),
+               seg_fields=(1, 4)),
+    2: _Layout(header="HHIQQQIHHHHHH", phdr="IIQQQQQQ", shdr="IIQQQQIIQQ", sym="IBBHQQ", sym_fields=(0, 1, 3),
+               seg_fields=(2, 5)),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -173,6 +185,43 @@ def _parse(data: bytes, order: str, lay: _Layout, machine: int, what: str) -> Sh
                 raise ElfError(f"the {what} has a symbol name outside its string table")
             defined[strtab[st_name:end].decode("utf-8", "replace")] = kind
     return SharedObject(machine=machine, defined=defined)
+
+
+def check_device_image(data: bytes, machine: int, what: str = "image") -> None:
+    """Check an ELF device image (a CUBIN, an AMDGPU code object) lies wholly inside ``data``.
+
+    Why: ``cuModuleLoadData`` and ``hipModuleLoadData`` take a pointer and no length, so a cut
+    or corrupt image would be read past its end. The image must be for ``machine`` (its
+    ``e_machine``), and its header tables, segments and sections must be inside the bytes;
+    ElfError names the first that is not.
+    """
+    if not data.startswith(_MAGIC):
+        raise ElfError(f"the {what} is not an ELF file (starts with {bytes(data[:8])!r})")
+    if len(data) < 64 or data[4] not in _LAYOUTS or data[5] not in (1, 2):
+        raise ElfError(f"the {what} is too short or has an unknown ELF class or byte order")
+    lay, order = _LAYOUTS[data[4]], "<" if data[5] == 1 else ">"
+    (_t, e_machine, _v, _e, phoff, shoff, _f, _eh, phentsize, phnum, shentsize, shnum, _s) = struct.unpack_from(
+        order + lay.header, data, 16
+    )
+    if e_machine != machine:
+        raise ElfError(f"the {what} is built for {_machine_name(e_machine)}, not {_machine_name(machine)}")
+    for kind, off, entsize, num, fmt in (("program", phoff, phentsize, phnum, lay.phdr),
+                                         ("section", shoff, shentsize, shnum, lay.shdr)):  # fmt: skip
+        table = struct.Struct(order + fmt)
+        if num and (entsize != table.size or off + num * table.size > len(data)):
+            raise ElfError(f"the {what}'s {kind} header table lies outside its {len(data)} bytes (cut short?)")
+        for i in range(num):
+            row = table.unpack_from(data, off + i * table.size)
+            if kind == "program":
+                start, size = (row[k] for k in lay.seg_fields)
+            elif row[1] == _SHT_NOBITS:  # occupies no bytes of the file
+                continue
+            else:
+                start, size = row[4], row[5]
+            if start + size > len(data):
+                raise ElfError(
+                    f"{kind} {i} of the {what} ends at byte {start + size}, past its {len(data)} bytes (cut short?)"
+                )
 
 
 # ---------------------------------------------------------------------------------------

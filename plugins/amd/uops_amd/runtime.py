@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from uops.runtime import Allocator, Program, ProgramLoadError, Runtime
-from uops_amd.compiler import KernelMeta, code_object_kernels
+from uops.runtime.elf import ElfError, check_device_image
+from uops_amd.compiler import EM_AMDGPU, KernelMeta, code_object_kernels
 
 __all__ = [
     "HIPAllocator",
@@ -209,6 +210,10 @@ class HIPProgram(Program):
 
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
+        try:
+            check_device_image(lib, EM_AMDGPU, f"code object of {name!r}")  # HIP reads it with no length
+        except ElfError as e:
+            raise ProgramLoadError(_PLUGIN, name, e) from e
         try:
             kernels = code_object_kernels(lib)
         except (ValueError, KeyError, IndexError, TypeError, struct.error) as e:

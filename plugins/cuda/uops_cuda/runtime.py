@@ -17,11 +17,13 @@ from typing import Any
 import numpy as np
 
 from uops.runtime import Allocator, Program, ProgramLoadError, Runtime
+from uops.runtime.elf import ElfError, check_device_image
 
 __all__ = ["CUDAAllocator", "CUDAError", "CUDAProgram", "CUDARuntime", "device_arch"]
 
 _STAGING_BYTES = 16 << 20  # per chunk of a host<->device copy
 _PLUGIN = __name__.partition(".")[0]
+_EM_CUDA = 190
 
 
 class CUDAError(RuntimeError):
@@ -165,12 +167,14 @@ class CUDAProgram(Program):
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
         try:
+            if lib[:4] == b"\x7fELF":  # a CUBIN; anything else is PTX text, read up to the NUL added below
+                check_device_image(lib, _EM_CUDA, f"CUBIN of {name!r}")
             _current()
             drv = _driver()
             image = ctypes.create_string_buffer(lib, len(lib))  # a PTX image must end in NUL; CUBIN ignores the length
             self._module = _check(drv.cuModuleLoadData(ctypes.addressof(image)), f"cuModuleLoadData({name})")
             self._fn = _check(drv.cuModuleGetFunction(self._module, name.encode()), f"cuModuleGetFunction({name!r})")
-        except (ImportError, RuntimeError) as e:  # CUDAError, and a missing driver (cuda-bindings), are RuntimeErrors
+        except (ElfError, ImportError, RuntimeError) as e:  # CUDAError, and a missing driver, are RuntimeErrors
             raise ProgramLoadError(_PLUGIN, name, e) from e
 
     def __call__(
