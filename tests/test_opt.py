@@ -19,6 +19,7 @@ from uops.plugins import Device
 from uops.runtime import Buffer
 
 U, R, L, G, GT, T = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.THREAD
+S = OptOps.SWAP
 
 
 def _bufs(n: int) -> list[UOp]:
@@ -70,7 +71,8 @@ def _cpu_style(device: str) -> bool:
 
 
 CASES = [
-    ("matmul 7x13x5", matmul(7, 13, 5), [[Opt(U, 0, 4)], [Opt(U, 1, 3), Opt(U, 0, 2)], [Opt(R, 0, 2)]]),
+    ("matmul 7x13x5", matmul(7, 13, 5), [[Opt(U, 0, 4)], [Opt(U, 1, 3), Opt(U, 0, 2)], [Opt(R, 0, 2)], [Opt(S, 0, 1)]]),
+    ("matmul 9x12x300 swapped tile", matmul(9, 12, 300), [[Opt(U, 0, 2), Opt(U, 1, 4), Opt(S, 0, 1), Opt(U, 0, 3)]]),
     ("matmul 16^3", matmul(16, 16, 16), [[Opt(U, 0, 4), Opt(U, 1, 8), Opt(R, 0, 4)], [Opt(R, 0, 16)]]),
     ("matmul 13x7x1003", matmul(13, 7, 1003), [[Opt(R, 0, 8), Opt(U, 0, 4)], [Opt(R, 0, 3)]]),
     ("col max 13x7", col_max(13, 7), [[Opt(U, 0, 4)], [Opt(R, 0, 4), Opt(U, 0, 7)]]),
@@ -108,6 +110,8 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
     assert ups.get(1, 1) >= 8 and ups.get(0, 1) >= 2, opts  # a tile, widest on the contiguous axis
     if cpu.threads > 1:
         assert any(o.op is T for o in opts)
+    long_k = hand_coded_opts(matmul(64, 64, 512)[0], cpu)
+    assert long_k[-1] == Opt(S, 0, 1), long_k  # column tiles outermost, after the rows are split across cores
     gpu_opts = hand_coded_opts(ast, cuda)
     assert any(o.op is L for o in gpu_opts) and not any(o.op is T for o in gpu_opts)
     small_out = col_max(4096, 4)[0]
@@ -125,6 +129,8 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
         ([Opt(R, 1, 2)], "CPU", "1 reduce axes, no axis 1"),
         ([Opt(U, 0, 64)], "CPU", "larger than axis"),
         ([Opt(U, 0, 1)], "CPU", "at least 2"),
+        ([Opt(S, 0, 0)], "CPU", "SWAP needs another output axis"),
+        ([Opt(S, 1, 2)], "CPU", "SWAP needs another output axis"),
         ([Opt(L, 0, 4)], "CPU", "no workgroups"),
         ([Opt(G, 0, 4)], "CPU", "no workgroups"),
         ([Opt(T, 0, 2)], "PYTHON", "THREAD is for CPU-style"),

@@ -9,6 +9,8 @@ The choices read the kernel's shapes and the strides of its loads along each axi
   (a sum over axis 0) is upcast, so each pass reads whole cache lines;
 - a reduce axis read with stride 1 is unrolled into separate accumulators (vectorizable sums);
 - CPU-style: big kernels are split across cores on their outermost axis that has room (THREAD);
+- CPU-style: a register-tiled matmul runs its column tiles outermost (SWAP), so one strip of the
+  right-hand matrix stays in cache while every row tile passes over it;
 - GPU-style: outputs get a workgroup on the contiguous axis (LOCAL); a reduction with few
   outputs is grouped across the workgroup (GROUP) instead.
 
@@ -173,4 +175,22 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
             if n is not None and n >= threads:
                 ast = _try(ast, opts, Opt(OptOps.THREAD, i, threads), ren)
                 break
+    _tile_loop_order(ast, opts, ren, red_len)
     return opts
+
+
+#: reduce length from which a register-tiled matmul's strip of B no longer stays in L1 across row tiles
+TILE_ORDER_MIN_REDUCE = 256
+
+
+def _tile_loop_order(ast: UOp, opts: list[Opt], ren: Renderer, red_len: int) -> None:
+    """Column tiles outermost for a 2-D register tile over a long reduction (appended to ``opts``): each
+    strip of B is then read from cache by every row tile instead of all of B streaming once per row tile.
+    Applied after THREAD, so the cores still split the rows."""
+    outs = output_axes(ast)
+    if red_len < TILE_ORDER_MIN_REDUCE or len(outs) < 2:
+        return
+    rows, cols = len(outs) - 2, len(outs) - 1
+    upcast = {o.axis for o in opts if o.op is OptOps.UPCAST}
+    if {rows, cols} <= upcast and all((_size(outs[i]) or 0) >= 2 for i in (rows, cols)):
+        _try(ast, opts, Opt(OptOps.SWAP, rows, cols), ren)

@@ -39,6 +39,7 @@ class OptOps(Enum):
     GROUP = auto()  # reduce axis across workgroup threads, interleaved (GPU-style)
     GROUPTOP = auto()  # reduce axis across workgroup threads, one contiguous chunk each (GPU-style)
     THREAD = auto()  # output axis across CPU cores, one contiguous chunk each
+    SWAP = auto()  # exchange the loop positions of two output axes (amount: the other axis)
 
 
 class OptError(ValueError):
@@ -62,7 +63,7 @@ class Opt:
         return Opt(OptOps[d[0]], int(d[1]), int(d[2]))
 
 
-_OUTPUT_OPS = (OptOps.UPCAST, OptOps.LOCAL, OptOps.THREAD)
+_OUTPUT_OPS = (OptOps.UPCAST, OptOps.LOCAL, OptOps.THREAD, OptOps.SWAP)
 _KIND = {
     OptOps.UPCAST: AxisType.UPCAST,
     OptOps.UNROLL: AxisType.UNROLL,
@@ -165,6 +166,8 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
     what = "output" if opt.op in _OUTPUT_OPS else "reduce"
     if not 0 <= opt.axis < len(axes):
         raise OptError(f"{opt}: the kernel has {len(axes)} {what} axes, no axis {opt.axis}")
+    if opt.op is OptOps.SWAP:
+        return swap_axes(ast, axes, opt)
     gpu = ren.global_max is not None
     if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP):
         if not gpu:
@@ -198,6 +201,15 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
             raise OptError(f"{opt}: {lanes} register lanes exceed the limit of {MAX_LANES}")
     top = opt.op in (OptOps.THREAD, OptOps.GROUPTOP)
     return split_axis(ast, axes[opt.axis], opt.amount, _KIND[opt.op], top)
+
+
+def swap_axes(ast: UOp, axes: list[UOp], opt: Opt) -> UOp:
+    """Exchange the ids of two output ranges: output loops nest by id, so this is a loop-order change (a
+    register-tiled matmul with its column tiles outermost keeps one strip of B in cache across all rows)."""
+    if not 0 <= opt.amount < len(axes) or opt.amount == opt.axis:
+        raise OptError(f"{opt}: SWAP needs another output axis (0..{len(axes) - 1}, not {opt.axis}) as its amount")
+    a, b = axes[opt.axis], axes[opt.amount]
+    return ast.substitute({a: a.replace(arg=(b.arg[0], a.arg[1])), b: b.replace(arg=(a.arg[0], b.arg[1]))})
 
 
 def expand(ast: UOp) -> UOp:

@@ -63,6 +63,7 @@ def actions(ren: Renderer) -> list[Opt]:
             threads = int(getattr(ren, "threads", 1))
             if threads > 1:
                 out += [Opt(OptOps.THREAD, axis, a) for a in (threads, 4 * threads)]
+        out += [Opt(OptOps.SWAP, axis, other) for other in range(axis + 1, 6)]
     return out
 
 
