@@ -38,7 +38,9 @@ for p in plugins/*/; do [ -f "$p/pyproject.toml" ] && plugins+=("./$p"); done
 if [ "$job" = test ] || [ "$job" = lint ]; then
   "$VPY" -m pip install -q --disable-pip-version-check -e ".[test]" "${plugins[@]/#/-e}" 2>&1 | grep -v "^WARNING: Location" || true
   if [ "$job" = lint ]; then
-    .venv/bin/ruff check . && .venv/bin/ruff format --check . && exec .venv/bin/mypy
+    .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
+    exec .venv/bin/mypy
   fi
   exec "$VPY" -m pytest -q -n "${UOPS_TEST_WORKERS:-auto}" "$@"  # one worker per core (pytest-xdist)
 else
