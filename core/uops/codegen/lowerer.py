@@ -337,6 +337,121 @@ def _max_by_select(a: UOp, b: UOp) -> UOp:
     return take_b.where(b, a)
 
 
+# ----- step 5b: contiguous global lanes become vector loads and stores -----
+def _base_offset(idx: UOp) -> tuple[UOp | None, int]:
+    """``idx`` as ``base + constant`` (base None for a constant index)."""
+    if idx.op is Ops.CONST:
+        return None, int(idx.arg)
+    if idx.op is Ops.ADD:
+        a, b = idx.src
+        if b.op is Ops.CONST:
+            return a, int(b.arg)
+        if a.op is Ops.CONST:
+            return b, int(a.arg)
+    return idx, 0
+
+
+def multiple_of(u: UOp | None, w: int) -> bool:
+    """Whether integer expression ``u`` is a multiple of ``w`` for every value of its ranges (None: 0)."""
+    if u is None:
+        return True
+    if u.op is Ops.CONST:
+        return int(u.arg) % w == 0
+    if u.op is Ops.ADD:
+        return all(multiple_of(s, w) for s in u.src)
+    if u.op is Ops.MUL:
+        return any(multiple_of(s, w) for s in u.src)
+    if u.op is Ops.CAST and dtypes.is_int(u.src[0].dtype):  # index casts of narrow_index keep the value
+        return multiple_of(u.src[0], w)
+    if u.op is Ops.SHL and u.src[1].op is Ops.CONST:
+        return multiple_of(u.src[0], w) or (1 << int(u.src[1].arg)) % w == 0
+    return False
+
+
+def _vector_key(idx: UOp, dt: Any) -> tuple[Any, ...] | None:
+    """What lanes must share to become one vector access: buffer, gate, base and dtype (None: stays scalar)."""
+    if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.DEFINE_GLOBAL or dt.count != 1 or dt.kind not in "iuf":
+        return None
+    if dt.itemsize < 4:
+        return None  # 16-bit floats and small ints have no vector type on every target
+    base, _ = _base_offset(idx.src[1])
+    return (idx.src[0], idx.src[2] if len(idx.src) == 3 else None, base, dt)
+
+
+def _vector_runs(offsets: list[int], base: UOp | None, widths: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(first offset, width) of each aligned run of consecutive offsets, widest first, greedily."""
+    have, runs = set(offsets), []
+    for c in sorted(have):
+        if c not in have:
+            continue
+        for w in widths:
+            if c % w == 0 and multiple_of(base, w) and all(c + k in have for k in range(w)):
+                runs.append((c, w))
+                have -= {c + k for k in range(w)}
+                break
+    return runs
+
+
+def _vector_index(idx: UOp, base: UOp | None, first: int) -> UOp:
+    off = UOp.const(idx.src[1].dtype, first)
+    at = off if base is None else base if first == 0 else base + off
+    return idx.replace(src=(idx.src[0], at, *idx.src[2:]))
+
+
+def vectorize_memory(sink: UOp, ren: Renderer) -> UOp:
+    """Global loads (and stores beside each other in one block) of ``width`` consecutive elements, the first at
+    an index provably a multiple of ``width``, become one access of ``dtype.vec(width)``: a vector LOAD read
+    lane by lane through GEP, a STORE of a VECTORIZE. Lanes with different gates (a masked tail) or an address
+    not provably aligned stay scalar, so every vector access is aligned and reads only what the lanes read."""
+    widths = tuple(w for w in ren.vector_widths if w > 1)
+    if not widths:
+        return sink
+    load_groups: dict[tuple[Any, ...], dict[int, UOp]] = {}
+    for u in sink.toposort():
+        if u.op is Ops.LOAD and (key := _vector_key(u.src[0], u.dtype)) is not None:
+            load_groups.setdefault(key, {}).setdefault(_base_offset(u.src[0].src[1])[1], u)
+    mapping: dict[UOp, UOp] = {}
+    for (_, _, base, dt), by_off in load_groups.items():
+        for first, w in _vector_runs(list(by_off), base, tuple(x for x in widths if ren.vector_ok(dt.vec(x)))):
+            lanes = [by_off[first + k] for k in range(w)]
+            src: tuple[UOp, ...] = (_vector_index(lanes[0].src[0], base, first),)
+            if len(lanes[0].src) == 2:
+                src += (UOp(Ops.VECTORIZE, dt.vec(w), tuple(ld.src[1] for ld in lanes)),)
+            vec = UOp(Ops.LOAD, dt.vec(w), src)
+            mapping.update({ld: UOp(Ops.GEP, dt, (vec,), (k,)) for k, ld in enumerate(lanes)})
+    sink = sink.substitute(mapping) if mapping else sink
+    users: dict[UOp, int] = {}
+    for u in sink.toposort():
+        for s in u.src:
+            users[s] = users.get(s, 0) + 1
+    memo: dict[UOp, UOp] = {}
+    for u in sink.toposort():
+        new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
+        if u.op in (Ops.SINK, Ops.END):
+            new = _vectorize_stores(new, ren, widths, {memo[s] for s in u.src if users.get(s, 0) > 1})
+        memo[u] = new
+    return memo[sink]
+
+
+def _vectorize_stores(block: UOp, ren: Renderer, widths: tuple[int, ...], shared: set[UOp]) -> UOp:
+    """The STOREs among ``block``'s sources combined into vector stores where they line up (see above)."""
+    groups: dict[tuple[Any, ...], dict[int, UOp]] = {}
+    for s in block.src:
+        if s.op is Ops.STORE and s not in shared and (key := _vector_key(s.src[0], s.src[1].dtype)) is not None:
+            groups.setdefault(key, {}).setdefault(_base_offset(s.src[0].src[1])[1], s)
+    replaced: dict[UOp, UOp | None] = {}
+    for (_, _, base, dt), by_off in groups.items():
+        for first, w in _vector_runs(list(by_off), base, tuple(x for x in widths if ren.vector_ok(dt.vec(x)))):
+            lanes = [by_off[first + k] for k in range(w)]
+            val = UOp(Ops.VECTORIZE, dt.vec(w), tuple(st.src[1] for st in lanes))
+            replaced[lanes[0]] = UOp(Ops.STORE, dtypes.void, (_vector_index(lanes[0].src[0], base, first), val))
+            replaced.update({st: None for st in lanes[1:]})
+    if not replaced:
+        return block
+    src = tuple(n for s in block.src if (n := replaced.get(s, s)) is not None)
+    return UOp(block.op, block.dtype, src, block.arg)
+
+
 # ----- step 7: integer division that cannot trap (after the index dtypes of step 6) -----
 def _divisor_ok(d: UOp, zero: bool, neg1: bool) -> UOp:
     """The lanes where ``d`` divides as C does: not 0 (when ``zero``), not -1 (when ``neg1``)."""
@@ -408,6 +523,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     sink = lower_reduces(sink, loops)
     sink = close_loops(sink, loops)
     sink = graph_rewrite(sink, _final_matcher(ren.supported_ops, ren.extra_matcher))
+    sink = vectorize_memory(sink, ren)
     sink = narrow_index(sink)
     sink = graph_rewrite(sink, pm_guard_division, ctx=ren.supported_ops)
     sink = keep_all_params(params, sink)

@@ -37,6 +37,13 @@ class Renderer(ABC):
     unsupported_dtypes: frozenset[DType] = frozenset()
     # target-specific lowering rules, applied after the generic ones
     extra_matcher: PatternMatcher | None = None
+    # lanes a run of contiguous, aligned global loads or stores may become one vector access of (widest first)
+    vector_widths: tuple[int, ...] = ()
+    vector_max_bytes: int = 16  # the widest vector access, in bytes
+
+    def vector_ok(self, dt: DType) -> bool:
+        """Whether a global load or store of vector type ``dt`` is rendered as one access."""
+        return dt.count in self.vector_widths and dt.nbytes <= self.vector_max_bytes
 
     def __init__(self, target: str | None = None, device: str | None = None) -> None:
         """``target`` / ``device`` override the class defaults (one class serves CUDA and CUDA_EMU, many archs)."""

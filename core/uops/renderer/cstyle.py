@@ -99,6 +99,31 @@ class CStyleRenderer(Renderer):
     def render_vector_type(self, dt: DType) -> str:
         return f"{self.type_map[dt.scalar()]}{dt.count}"
 
+    def render_vector_pointer(self, dt: DType) -> str:
+        """The pointer type a vector load or store of ``dt`` goes through (at an aligned global address)."""
+        return f"{self.render_dtype(dt)}*"
+
+    def vector_ok(self, dt: DType) -> bool:
+        if not super().vector_ok(dt):
+            return False
+        try:
+            self.render_vector_type(dt)
+        except (ValueError, KeyError):
+            return False
+        return True
+
+    def vector_typedefs(self, uops: list[UOp]) -> list[str]:
+        """``ext_vector_type`` typedefs of the vector types ``uops`` use, for clang-based dialects."""
+        vectors = sorted(
+            {d for u in uops for d in (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype,) if d.count > 1},
+            key=lambda d: (d.scalar().name, d.count),
+        )
+        return [
+            f"typedef {self.render_dtype(d.scalar())} {self.render_vector_type(d)} "
+            f"__attribute__((ext_vector_type({d.count})));"
+            for d in vectors
+        ]
+
     def render_vectorize(self, dt: DType, parts: list[str]) -> str:
         return f"(({self.render_dtype(dt)}){{{', '.join(parts)}}})"
 
@@ -212,16 +237,19 @@ class CStyleRenderer(Renderer):
             elif op is Ops.LOAD:
                 idx = src[0]
                 r[u] = fresh("val")
+                addr = r[idx] if dt.count == 1 else f"(({self.render_vector_pointer(dt)}){r[idx]})"
                 if len(idx.src) == 3:
-                    emit(f"{self.render_dtype(dt)} {r[u]} = {r[idx.src[2]]} ? *{r[idx]} : {r[src[1]]};")
+                    emit(f"{self.render_dtype(dt)} {r[u]} = {r[idx.src[2]]} ? *{addr} : {r[src[1]]};")
                 else:
-                    emit(f"{self.render_dtype(dt)} {r[u]} = *{r[idx]};")
+                    emit(f"{self.render_dtype(dt)} {r[u]} = *{addr};")
             elif op is Ops.STORE:
                 idx = src[0]
+                vdt = src[1].dtype
+                addr = r[idx] if vdt.count == 1 else f"(({self.render_vector_pointer(vdt)}){r[idx]})"
                 if len(idx.src) == 3:
-                    emit(f"if ({r[idx.src[2]]}) *{r[idx]} = {r[src[1]]};")
+                    emit(f"if ({r[idx.src[2]]}) *{addr} = {r[src[1]]};")
                 else:
-                    emit(f"*{r[idx]} = {r[src[1]]};")
+                    emit(f"*{addr} = {r[src[1]]};")
             elif op is Ops.BARRIER:
                 emit(self.barrier)
             elif op is Ops.IF:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from uops.dtypes import DType, PtrDType, dtypes
+from uops.dtypes import DType, dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer, workgroup_threads
@@ -63,6 +63,7 @@ class AMDRenderer(CStyleRenderer):
     local_max = LOCAL_MAX
     local_threads_max = 256
     shared_max = 64 * 1024  # LDS per workgroup
+    vector_widths = (4, 2)  # 16-byte loads and stores at most
     kernel_prefix = 'extern "C" __attribute__((global)) void'
     launch_index = {"gidx": "__builtin_amdgcn_workgroup_id_{axis}()", "lidx": "__builtin_amdgcn_workitem_id_{axis}()"}
     buffer_suffix = " __restrict__"
@@ -104,15 +105,7 @@ class AMDRenderer(CStyleRenderer):
 
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
         threads = workgroup_threads(uops, "AMDRenderer: workgroup size")
-        vectors = sorted(
-            {d for u in uops for d in (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype,) if d.count > 1},
-            key=lambda d: (d.scalar().name, d.count),
-        )
-        prelude = [
-            f"typedef {self.render_dtype(d.scalar())} {self.render_vector_type(d)} "
-            f"__attribute__((ext_vector_type({d.count})));"
-            for d in vectors
-        ]
+        prelude = self.vector_typedefs(uops)
         head = "\n".join(prelude) + ("\n" if prelude else "")
         sig = f"{self.kernel_prefix} __attribute__((amdgpu_flat_work_group_size(1, {threads}))) {name}"
         return f"{head}{sig}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"

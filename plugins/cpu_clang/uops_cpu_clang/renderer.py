@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from uops.dtypes import dtypes
+from uops.dtypes import DType, dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
@@ -40,6 +40,8 @@ class ClangRenderer(CStyleRenderer):
     global_max = None
     local_max = None
     unsupported_dtypes = frozenset({dtypes.bfloat16})
+    vector_widths = (8, 4)
+    vector_max_bytes = 32  # one AVX register
 
     @property
     def threads(self) -> int:
@@ -50,6 +52,9 @@ class ClangRenderer(CStyleRenderer):
         # C has no bit_cast; a compound-literal union is well defined in C99 and folds to a move
         return f"((union {{ {self.render_dtype(src)} a; {self.render_dtype(dst)} b; }}){{.a = {x}}}).b"
 
+    def render_vector_type(self, dt: DType) -> str:
+        return f"{dt.scalar().name}{dt.count}"  # declared by vector_typedefs as clang ext_vector_type
+
     def render_special(self, u: UOp) -> str:
         if u.arg != "gidx0":
             raise ValueError(f"ClangRenderer: the only launch index of a CPU kernel is gidx0 (its core), got {u.arg!r}")
@@ -59,4 +64,5 @@ class ClangRenderer(CStyleRenderer):
         # a THREADed kernel takes its chunk number last; the runtime calls it once per chunk
         if any(u.op is Ops.SPECIAL for u in uops):
             params = [*params, "int core_id"]
-        return f"void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+        head = "".join(f"{t}\n" for t in self.vector_typedefs(uops))
+        return f"{head}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"

@@ -37,6 +37,7 @@ class CUDARenderer(CStyleRenderer):
     local_max = (1024, 1024, 64)
     local_threads_max = 256  # a block size that fills an SM on every architecture since sm_50
     shared_max = 48 * 1024  # static shared memory per block without opt-in
+    vector_widths = (4, 2)  # 16-byte loads and stores at most
     kernel_prefix = 'extern "C" __global__ void'
     launch_index = {"gidx": "blockIdx.{axis}", "lidx": "threadIdx.{axis}"}
     buffer_suffix = " __restrict__"

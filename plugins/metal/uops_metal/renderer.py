@@ -43,6 +43,7 @@ class MetalRenderer(CStyleRenderer):
     local_max = (1024, 1024, 1024)
     local_threads_max = 256  # every Apple GPU runs 256 threads per threadgroup at any register use
     shared_max = 32 * 1024  # threadgroup memory on every Apple GPU family
+    vector_widths = (4, 2)  # 16-byte loads and stores at most
     kernel_prefix = "kernel void"
     launch_index = {kind: f"{param}.{{axis}}" for kind, (param, _) in INDEX_PARAMS.items()}
     buffer_prefix = "device "
@@ -105,6 +106,9 @@ class MetalRenderer(CStyleRenderer):
 
     def render_vectorize(self, dt: DType, parts: list[str]) -> str:
         return f"{self.render_dtype(dt)}({', '.join(parts)})"
+
+    def render_vector_pointer(self, dt: DType) -> str:
+        return f"device {self.render_dtype(dt)}*"  # vector accesses are to buffers only
 
     def render_gep(self, vec: str, lane: int, dt: DType) -> str:
         return f"{vec}.{'xyzw'[lane]}"

@@ -20,6 +20,7 @@ class PythonRenderer(Renderer):
     global_max = (2**31 - 1, 65535, 65535)
     local_max = None
     supported_ops = GroupOp.ALU | {Ops.CAST, Ops.BITCAST}
+    vector_widths = (4, 2)  # vector loads and stores as the GPU renderers make them, defined by the interpreter
 
     def render(self, name: str, uops: list[UOp]) -> str:
         return json.dumps({"name": name, "program": uops_to_data(uops)}, indent=None)

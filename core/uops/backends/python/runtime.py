@@ -179,22 +179,31 @@ class PythonProgram(Program):
                 idx = p.idx if p.gate is None else np.where(p.gate, p.idx, 0)
                 # only lanes whose gate is true dereference (they must be in bounds); the others read
                 # element 0 as a stand-in, or nothing at all from an empty buffer
-                self._check_bounds(p, p.idx if p.gate is None else p.idx[p.gate], u)
-                if p.arr.shape[-1] == 0:
-                    raw = np.zeros(n, dtype=p.arr.dtype)
+                if dt.count > 1:  # a vector load: dt.count consecutive elements from the index on
+                    lanes = np.arange(dt.count, dtype=np.int64)
+                    idx = idx[:, None] + lanes
+                    self._check_bounds(p, (p.idx if p.gate is None else p.idx[p.gate])[:, None] + lanes, u)
                 else:
-                    raw = p.arr[p.rows, idx] if p.rows is not None else p.arr[idx]
+                    self._check_bounds(p, p.idx if p.gate is None else p.idx[p.gate], u)
+                if p.arr.shape[-1] == 0:
+                    raw = np.zeros(idx.shape, dtype=p.arr.dtype)
+                elif p.rows is not None:
+                    raw = p.arr[p.rows, idx]
+                else:
+                    raw = p.arr[idx]
                 if not p.per_thread and dt.scalar() == dtypes.bfloat16:
                     raw = bf16_to_f32(raw)
                 raw = raw.astype(_np(dt), copy=False)
-                v[u] = raw if p.gate is None else np.where(p.gate, raw, v[src[1]]).astype(_np(dt))
+                gate = p.gate if p.gate is None or dt.count == 1 else p.gate[:, None]
+                v[u] = raw if gate is None else np.where(gate, raw, v[src[1]]).astype(_np(dt))
             elif op is Ops.STORE:
                 p = v[src[0]]
-                val = np.broadcast_to(v[src[1]], (n,))
+                count = src[1].dtype.count  # a vector store writes count consecutive elements from the index on
+                val = np.broadcast_to(v[src[1]], (n,) if count == 1 else (n, count))
                 sel = np.ones(n, dtype=bool) if p.gate is None else p.gate.copy()
                 for m in masks:
                     sel &= m
-                idx = p.idx[sel]
+                idx = p.idx[sel] if count == 1 else p.idx[sel][:, None] + np.arange(count, dtype=np.int64)
                 self._check_bounds(p, idx, u)
                 if p.rows is not None:
                     p.arr[p.rows[sel], idx] = val[sel]

@@ -1,0 +1,101 @@
+"""Vector loads and stores: UPCAST lanes of a contiguous axis become one aligned vector access on every
+device (checked against numpy, odd sizes included), and stay scalar where the address is not provably
+aligned or the tail is masked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from test_opt import _bufs, matmul, run_ast
+
+from uops import AxisType, Ops, UOp, dtypes
+from uops.codegen.lowerer import multiple_of
+from uops.codegen.opt import Opt, OptOps
+from uops.codegen.program import get_program
+from uops.plugins import Device
+
+U, S = OptOps.UPCAST, OptOps.SWAP
+
+
+def shifted(n: int, shift: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
+    """out[i] = x[i + shift] * 3: the reads start ``shift`` elements past an aligned address."""
+    out, x = _bufs(2)
+    i = UOp.range(n, 0, AxisType.GLOBAL)
+    return UOp.sink(out.index(i).store(x.index(i + shift).load() * 3.0)), lambda a: a[shift:] * 3, [(n + shift,)]
+
+
+def _vector_accesses(device: str, ast: UOp, opts: list[Opt]) -> tuple[list[UOp], list[UOp], str]:
+    dev = Device[device]
+    spec = get_program(ast, dev.renderer, dev.compiler, opts)
+    loads = [u for u in spec.uops if u.op is Ops.LOAD and u.dtype.count > 1]
+    stores = [u for u in spec.uops if u.op is Ops.STORE and u.src[1].dtype.count > 1]
+    return loads, stores, spec.src
+
+
+CASES = [
+    ("matmul 8x16x5", matmul(8, 16, 5), [Opt(U, 0, 2), Opt(U, 1, 8)], True),
+    ("matmul 8x16x300 swapped", matmul(8, 16, 300), [Opt(U, 0, 2), Opt(U, 1, 8), Opt(S, 0, 1)], True),
+    ("matmul 7x13x5 masked tail", matmul(7, 13, 5), [Opt(U, 1, 4), Opt(U, 0, 2)], False),
+    ("shifted 1003 masked tail", shifted(1003, 0), [Opt(U, 0, 8)], False),
+    ("shifted 64 aligned", shifted(64, 8), [Opt(U, 0, 8)], True),
+    ("shifted 61 misaligned", shifted(61, 1), [Opt(U, 0, 8)], False),
+]
+
+
+@pytest.mark.parametrize("name,case,opts,vectors", CASES, ids=[c[0] for c in CASES])
+def test_vector_accesses_match_numpy(device: str, name: str, case, opts: list[Opt], vectors: bool) -> None:
+    """Masked tails: lanes whose gates simplify to one gate share a gated vector access, the others stay
+    scalar (both must give numpy's answer)."""
+    ast, ref, shapes = case
+    got, want = run_ast(device, ast, ref, shapes, opts)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
+    loads, stores, _ = _vector_accesses(device, ast, opts)
+    if vectors:
+        assert stores, f"{name}: the contiguous output lanes should be one vector store on {device}"
+    for u in loads + stores:
+        assert multiple_of(u.src[0].src[1], u.dtype.count if u.op is Ops.LOAD else u.src[1].dtype.count), u
+
+
+@pytest.mark.parametrize(
+    "device,vector_type",
+    [("CPU", "float8"), ("CUDA", "float4"), ("AMD", "float4"), ("METAL", "float4")],
+)
+def test_rendered_source_uses_the_vector_type(device: str, vector_type: str) -> None:
+    if device not in Device:
+        pytest.skip(f"{device} is not installed")
+    ast = matmul(8, 16, 4)[0]
+    loads, stores, src = _vector_accesses(device, ast, [Opt(U, 0, 2), Opt(U, 1, 8)])
+    assert {u.dtype.count for u in loads} == {int(vector_type[-1])}, src
+    assert f"{vector_type} val" in src and f" {vector_type}*)" in src or f"({vector_type}*)" in src, src
+
+
+def test_a_misaligned_run_keeps_only_its_aligned_part_as_a_vector() -> None:
+    loads, stores, src = _vector_accesses("CPU", shifted(64, 1)[0], [Opt(U, 0, 8)])
+    # x[8*o + 1 ... 8*o + 8]: only 8*o + 4 .. 8*o + 7 is a run aligned to its width; the rest stays scalar
+    assert [u.dtype.count for u in loads] == [4], src
+    assert src.count("*(data1+") == 4, src
+    assert [u.src[1].dtype.count for u in stores] == [8], src
+
+
+def test_python_interpreter_runs_vector_loads_with_a_gate() -> None:
+    """A gated vector load (one gate for all lanes) reads the pad vector where the gate is false."""
+    out, x = _bufs(2)
+    i, j = UOp.range(6, 0, AxisType.GLOBAL), UOp.range(4, 1, AxisType.GLOBAL)
+    valid = i < 3
+    val = x.index(i * 4 + j, valid).load(UOp.const(dtypes.float32, -1.0))
+    ast = UOp.sink(out.index(i * 4 + j).store(val + 1.0))
+    for device in ("PYTHON", "CPU"):
+        got, want = run_ast(
+            device, ast, lambda a: np.where(np.arange(24) < 12, a.ravel() + 1, 0.0), [(24,)], [Opt(U, 1, 4)]
+        )
+        np.testing.assert_allclose(got.ravel(), want)
+        loads, _, src = _vector_accesses(device, ast, [Opt(U, 1, 4)])
+        assert loads and len(loads[0].src) == 2, src
+
+
+def test_multiple_of_proves_alignment_from_the_index_terms() -> None:
+    r = UOp.range(10, 0, AxisType.LOOP)
+    assert multiple_of(r * 16 + 32, 8) and multiple_of(None, 4)
+    assert not multiple_of(r * 4 + 2, 4) and not multiple_of(r, 2)
