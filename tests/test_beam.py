@@ -14,7 +14,7 @@ from test_opt import matmul, run_ast
 
 from uops.codegen import search
 from uops.codegen.heuristics import hand_coded_opts
-from uops.codegen.opt import Opt
+from uops.codegen.opt import Opt, OptOps
 from uops.codegen.program import get_program
 from uops.plugins import Device
 
@@ -96,3 +96,22 @@ def test_beam_width_must_be_positive(cache: Path) -> None:
     with pytest.raises(ValueError, match="BEAM width must be at least 1"):
         dev = Device["CPU"]
         search.beam_search(matmul(4, 4, 4)[0], "CPU", dev.renderer, dev.compiler, dev.runtime, 0)
+
+
+def test_a_wider_beam_times_every_first_step_including_loop_order(cache: Path) -> None:
+    """Width 3: both starting points (no opts, the default) are extended by every action that fits, SWAP
+    among them; the result is cached for that width and read back for any narrower search."""
+    ast, ref, shapes = matmul(8, 8, 16)
+    dev = Device["CPU"]
+    timed: dict[tuple[Opt, ...], float] = {}
+    opts = search.beam_search(
+        ast, "CPU", dev.renderer, dev.compiler, dev.runtime, 3, workers=2, timed=timed, max_steps=1
+    )
+    default = tuple(hand_coded_opts(ast, dev.renderer))
+    firsts = {a for a in search.actions(dev.renderer) if search._fits(ast, dev.renderer, [a])}
+    assert {(a,) for a in firsts} <= set(timed) and (Opt(OptOps.SWAP, 0, 1),) in timed
+    assert timed[tuple(opts)] <= timed[default]
+    assert search.cached_opts(ast, dev.renderer, dev.compiler, 2) == opts
+    assert search.cached_opts(ast, dev.renderer, dev.compiler, 4) is None  # a wider search is not answered by it
+    got, want = run_ast("CPU", ast, ref, shapes, opts)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
