@@ -99,3 +99,13 @@ def test_multiple_of_proves_alignment_from_the_index_terms() -> None:
     r = UOp.range(10, 0, AxisType.LOOP)
     assert multiple_of(r * 16 + 32, 8) and multiple_of(None, 4)
     assert not multiple_of(r * 4 + 2, 4) and not multiple_of(r, 2)
+
+
+def test_a_saved_vector_program_passes_the_checked_loader() -> None:
+    from uops.codegen.program import ProgramSpec
+    from uops.frontend.load import load_program
+
+    dev = Device["CPU"]
+    spec = get_program(matmul(8, 16, 4)[0], dev.renderer, dev.compiler, [Opt(U, 0, 2), Opt(U, 1, 8)])
+    assert "float8" in spec.src
+    assert load_program(ProgramSpec.from_dict(spec.to_dict())) is not None
