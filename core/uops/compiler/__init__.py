@@ -128,17 +128,28 @@ class Compiler(ABC):
         """
         return None
 
+    def process_identity(self) -> str:
+        """What tells this compiler's results apart inside one process: the in-memory memo's key.
+
+        Why: ``identity()`` may have to run the toolchain (``clang --version``), which a cold
+        process with the disk cache off would pay for nothing. A subclass whose identity is costly
+        returns something cheap that still changes when the toolchain does (its path and file
+        stamp); the default is ``identity()``.
+        """
+        return self.identity()
+
     def cache_key(self, src: str) -> str:
+        """The disk cache's key: source, ``identity()`` and flags."""
         return cache_key(src, self.identity(), tuple(self.flags))
 
     def compile_cached(self, src: str) -> bytes:
         """``compile`` through the in-process memo and the disk cache."""
-        key = self.cache_key(src)
-        lib = memo_get(key)
+        memo_key = cache_key(src, self.process_identity(), tuple(self.flags))
+        lib = memo_get(memo_key)
         if lib is not None:
             return lib
         d = cache_dir()
-        path = entry_path(d, key) if d is not None else None
+        path = entry_path(d, self.cache_key(src)) if d is not None else None
         if path is not None:
             lib = read_entry(path, check=self.check_binary)
         if lib is None:
@@ -151,5 +162,5 @@ class Compiler(ABC):
                     write_entry(path, lib)
                 except OSError as e:
                     warn_cache(f"uops compile cache: cannot write {path}: {e}; continuing without caching this kernel")
-        memo_put(key, lib)
+        memo_put(memo_key, lib)
         return lib

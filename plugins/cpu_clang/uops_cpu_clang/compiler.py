@@ -115,6 +115,15 @@ class ClangCompiler(Compiler):
         version, triple, cpu = _probe(self.clang, self.arch)
         return f"{version} | target={triple} | {' '.join(SEMANTIC_FLAGS)} | cpu={cpu}"
 
+    def process_identity(self) -> str:
+        """The executable's real path and file stamp plus the arch: tells toolchains apart without running clang."""
+        clang = self.clang
+        try:
+            st = os.stat(clang)
+        except OSError as e:
+            raise CompilerUnavailableError(f"cannot stat {clang!r}: {e}; {_INSTALL_HINT}") from e
+        return f"clang {os.path.realpath(clang)} {st.st_size} {st.st_mtime_ns} {st.st_ino} | cpu={self.arch}"
+
     def check_binary(self, lib: bytes) -> None:
         """A CPU kernel is an ELF shared library for this machine."""
         read_shared_object(lib, "cached kernel library")
