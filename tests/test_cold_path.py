@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import uops_cpu_clang.compiler as clang_compiler
-from uops.compiler import clear_memory_cache
+from uops import Tensor
+from uops.compiler import CompileError, clear_memory_cache
+from uops.frontend import realize
 from uops_cpu_clang.compiler import ClangCompiler, clang_available
 
 needs_clang = pytest.mark.skipif(clang_available() is not None, reason="clang is not installed")
 
+REPO = Path(__file__).resolve().parents[1]
 ADD = "void add(float* restrict o, const float* restrict a) { for (int i = 0; i < 4; i++) o[i] = a[i] + 1.0f; }\n"
 
 
@@ -40,3 +45,140 @@ def test_process_identity_changes_with_the_executable(monkeypatch: pytest.Monkey
     os.utime(fake, ns=(1, 1))
     assert ClangCompiler().process_identity() != before
     assert ClangCompiler(arch="x86-64").process_identity() != ClangCompiler().process_identity()
+
+
+def _workloads() -> dict[str, str]:
+    """The bench's workloads (bench/latency.py), so the test covers exactly what is measured."""
+    spec = importlib.util.spec_from_file_location("bench_latency", REPO / "bench" / "latency.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return dict(mod.WORKLOADS)
+
+
+def _run(body: str) -> tuple[np.ndarray, np.ndarray]:
+    """(uops result, numpy result) of one workload; inputs from the same seeded numpy generator."""
+    rng = np.random.default_rng(0)
+    made: list[np.ndarray] = []
+
+    class T:
+        @staticmethod
+        def rand(*shape: int) -> Tensor:
+            made.append(rng.random(shape, dtype=np.float32))
+            return Tensor(made[-1], device="CPU")
+
+    class N:  # the same body on numpy arrays
+        @staticmethod
+        def rand(*shape: int) -> _Np:
+            return _Np(made.pop(0))
+
+    ns: dict[str, object] = {"T": T}
+    exec(body, ns)
+    got = ns["out"].numpy()  # type: ignore[attr-defined]
+    ref_ns: dict[str, object] = {"T": N}
+    exec(body, ref_ns)
+    return got, np.asarray(ref_ns["out"].a)  # type: ignore[attr-defined]
+
+
+class _Np:
+    """The few Tensor methods the workloads use, on numpy (float64 reference)."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = np.asarray(a, dtype=np.float64)
+
+    def _w(self, o: object) -> np.ndarray | object:
+        return o.a if isinstance(o, _Np) else o
+
+    def __add__(self, o: object) -> _Np:
+        return _Np(self.a + self._w(o))
+
+    __radd__ = __add__
+
+    def __sub__(self, o: object) -> _Np:
+        return _Np(self.a - self._w(o))
+
+    def __mul__(self, o: object) -> _Np:
+        return _Np(self.a * self._w(o))
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o: object) -> _Np:
+        return _Np(self.a / self._w(o))
+
+    def __matmul__(self, o: _Np) -> _Np:
+        return _Np(self.a @ o.a)
+
+    @property
+    def T(self) -> _Np:  # noqa: N802
+        return _Np(self.a.T)
+
+    def tanh(self) -> _Np:
+        return _Np(np.tanh(self.a))
+
+    def sqrt(self) -> _Np:
+        return _Np(np.sqrt(self.a))
+
+    def pow(self, e: float) -> _Np:
+        return _Np(self.a**e)
+
+    def sum(self, axis: int) -> _Np:
+        return _Np(self.a.sum(axis))
+
+    def mean(self, axis: int, keepdim: bool = False) -> _Np:
+        return _Np(self.a.mean(axis, keepdims=keepdim))
+
+    def softmax(self, axis: int) -> _Np:
+        e = np.exp(self.a - self.a.max(axis, keepdims=True))
+        return _Np(e / e.sum(axis, keepdims=True))
+
+
+def _forget_compiled() -> None:
+    realize._programs.clear()
+    clear_memory_cache()
+
+
+@needs_clang
+@pytest.mark.parametrize("name", list(_workloads()))
+def test_cold_and_warm_first_calls_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cold (nothing compiled, kernels compiled concurrently), sequentially compiled and warm (every
+    program loaded already) runs give the same bits, and they match numpy."""
+    body = _workloads()[name]
+    monkeypatch.setenv("UOPS_CACHE", "0")
+    monkeypatch.setenv("UOPS_COMPILE_THREADS", "4")
+    _forget_compiled()
+    cold, ref = _run(body)
+    warm, _ = _run(body)
+    monkeypatch.setenv("UOPS_COMPILE_THREADS", "1")
+    _forget_compiled()
+    sequential, _ = _run(body)
+    np.testing.assert_allclose(cold, ref, rtol=1e-4, atol=1e-5)
+    assert cold.tobytes() == warm.tobytes() == sequential.tobytes()
+
+
+@needs_clang
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_the_first_failing_kernel_in_schedule_order_raises(
+    threads: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Both kernels fail; the first one finishes last, and its error is still the one raised."""
+    fake = tmp_path / "clang"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if grep -q "void r_4_8(" kernel.c; then sleep 1; echo "kernel.c:1:1: error: first refused" >&2; exit 1; fi\n'
+        'echo "kernel.c:1:1: error: second refused" >&2; exit 1\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("UOPS_CLANG", str(fake))
+    monkeypatch.setenv("UOPS_CACHE", "0")
+    monkeypatch.setenv("UOPS_COMPILE_THREADS", threads)
+    _forget_compiled()
+    x = Tensor(np.arange(32, dtype=np.float32).reshape(4, 8), device="CPU")
+    y = (x.sum(1, keepdim=True) + x).sum(0)  # kernels r_4_8, then r_8_4
+    with pytest.raises(CompileError) as ei:
+        y.numpy()
+    text = str(ei.value)
+    assert "first refused" in text and "void r_4_8(" in text
+    assert "second refused" not in text
+    monkeypatch.delenv("UOPS_CLANG")
+    _forget_compiled()
+    np.testing.assert_allclose(y.numpy(), (x.numpy().sum(1, keepdims=True) + x.numpy()).sum(0))

@@ -8,6 +8,7 @@ the source, the compiler's identity (name, version, target) and its flags.
 
 from __future__ import annotations
 
+import os
 import re
 from abc import ABC, abstractmethod
 
@@ -30,6 +31,7 @@ __all__ = [
     "cache_dir",
     "cache_key",
     "clear_memory_cache",
+    "compile_workers",
     "read_entry",
     "write_entry",
 ]
@@ -164,3 +166,21 @@ class Compiler(ABC):
                     warn_cache(f"uops compile cache: cannot write {path}: {e}; continuing without caching this kernel")
         memo_put(memo_key, lib)
         return lib
+
+
+def compile_workers(jobs: int) -> int:
+    """How many of ``jobs`` compiles to run at once: ``UOPS_COMPILE_THREADS``, else one per usable core.
+
+    Compilers run as subprocesses (clang) or release the GIL (nvrtc), so threads overlap them.
+    """
+    env = os.environ.get("UOPS_COMPILE_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"UOPS_COMPILE_THREADS must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"UOPS_COMPILE_THREADS must be a positive integer, got {n}")
+    else:
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(n, jobs))

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import sys
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uops.compiler import compile_workers
 from uops.compiler.cache import LRU, size_from_env
 from uops.dtypes import SCALARS, DType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
 from uops.ir.ops import Ops
@@ -124,6 +126,35 @@ def get_runner(ast: UOp, device: str, beam: int | None = None) -> tuple[Any, Any
     return hit
 
 
+def compile_schedule(items: list[ScheduleItem]) -> None:
+    """Compile every kernel of a schedule that is not loaded yet, concurrently, before any of them runs.
+
+    Why: the first call of a new computation waits on one compiler subprocess per kernel; threads
+    overlap those waits with each other and with the lowering of the next kernel. Each kernel's
+    dtypes are checked first, in schedule order, and the first kernel that fails (in schedule order,
+    not in finishing order) raises its own error. BEAM search is left to ``run_item``: it times
+    candidates on the device and must not share it.
+    """
+    todo: dict[tuple[UOp, str], None] = {}
+    for item in items:
+        if item.kind == "copy" or item.ast is None:
+            continue
+        for b in item.bufs:
+            check_dtype(item.device, b.dtype)
+        if (item.ast, item.device) not in _programs:
+            todo[(item.ast, item.device)] = None
+    workers = compile_workers(len(todo))
+    if workers < 2 or beam_width() > 0:
+        return
+    for device in {d for _, d in todo}:  # load the plugin's pieces here, not in several threads at once
+        dev = device_handle(device)
+        dev.renderer, dev.compiler, dev.runtime  # noqa: B018
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uops-compile") as pool:
+        futures = [pool.submit(get_runner, ast, device) for ast, device in todo]
+    for f in futures:
+        f.result()
+
+
 def run_item(item: ScheduleItem) -> None:
     if item.kind == "copy":
         from uops.runtime import copy_between
@@ -164,7 +195,9 @@ def debug_level() -> int:
 
 
 def run_schedule(sched: Schedule) -> None:
-    """Run every item in order, then record which lazy nodes now have buffers."""
+    """Compile the kernels not loaded yet (concurrently), run every item in order, then record which lazy
+    nodes now have buffers."""
+    compile_schedule(sched.items)
     for item in sched.items:
         run_item(item)
     for n, v in sched.done.items():
