@@ -182,3 +182,36 @@ def test_the_first_failing_kernel_in_schedule_order_raises(
     monkeypatch.delenv("UOPS_CLANG")
     _forget_compiled()
     np.testing.assert_allclose(y.numpy(), (x.numpy().sum(1, keepdims=True) + x.numpy()).sum(0))
+
+
+EXP = (
+    "float exp2f(float);\n"
+    "void e(float* restrict o, const float* restrict a) { for (int i = 0; i < 4; i++) o[i] = exp2f(a[i]); }\n"
+)
+
+
+def _exp2_of(lib: bytes) -> np.ndarray:
+    from uops_cpu_clang.runtime import ClangRuntime
+
+    prog = ClangRuntime().load("e", lib)
+    a = np.array([0.0, 1.0, 2.5, -3.0], np.float32)
+    o = np.zeros(4, np.float32)
+    prog(o, a)
+    return o
+
+
+@needs_clang
+@pytest.mark.parametrize("linker", ["direct", "missing", "broken"])
+def test_the_library_links_libm_whichever_way_it_is_linked(
+    linker: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ld directly, or the clang driver when there is no ld or it fails: the kernel loads and calls libm."""
+    broken = tmp_path / "ld"
+    broken.write_text("#!/bin/sh\necho 'ld: cannot link' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    if linker == "missing":
+        monkeypatch.setattr(clang_compiler, "_linker", lambda: None)
+    elif linker == "broken":
+        monkeypatch.setattr(clang_compiler, "_linker", lambda: str(broken))
+    lib = ClangCompiler().compile(EXP)
+    np.testing.assert_allclose(_exp2_of(lib), np.exp2([0.0, 1.0, 2.5, -3.0]), rtol=1e-6)
