@@ -1,7 +1,8 @@
 """Shared fixtures: ``device`` runs a test on every device whose compiler and runtime work here.
 
 A new backend plugin gets the whole front-end suite for free. ``UOPS_TEST_DEVICES=CPU,PYTHON``
-restricts the list.
+restricts the list. The compiler's checks of its own stages (``UOPS_SPEC``, off in release runs) are
+on for every test and every subprocess a test starts.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import os
 
 import pytest
+
+os.environ.setdefault("UOPS_SPEC", "1")
 
 
 def available_devices() -> list[str]:

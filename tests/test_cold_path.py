@@ -13,6 +13,7 @@ import uops_cpu_clang.compiler as clang_compiler
 from uops import Tensor
 from uops.compiler import CompileError, clear_memory_cache
 from uops.frontend import realize
+from uops.frontend.schedule import create_schedule
 from uops_cpu_clang.compiler import ClangCompiler, clang_available
 
 needs_clang = pytest.mark.skipif(clang_available() is not None, reason="clang is not installed")
@@ -215,3 +216,29 @@ def test_the_library_links_libm_whichever_way_it_is_linked(
         monkeypatch.setattr(clang_compiler, "_linker", lambda: str(broken))
     lib = ClangCompiler().compile(EXP)
     np.testing.assert_allclose(_exp2_of(lib), np.exp2([0.0, 1.0, 2.5, -3.0]), rtol=1e-6)
+
+
+def test_own_stage_checks_run_only_with_uops_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel AST (input) is always checked; the lowered graph and the PROGRAM forms only with UOPS_SPEC=1."""
+    from uops.codegen import lowerer
+    from uops.codegen.program import get_program
+    from uops.ir import spec
+    from uops.plugins import Device
+
+    x = Tensor(np.ones((4, 8), np.float32), device="PYTHON")
+    ast = next(it.ast for it in create_schedule([(x + 1).uop], "PYTHON").items if it.ast is not None)
+    dev = Device["PYTHON"]
+    seen: list[str] = []
+    real = spec.verify
+
+    def counted(graph: object, stage: str) -> None:
+        seen.append(stage)
+        real(graph, stage)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(spec, "verify", counted)
+    monkeypatch.setattr(lowerer, "verify", counted)
+    for flag, stages in (("0", {"ast"}), ("1", {"ast", "lowered", "program", "linear"})):
+        monkeypatch.setenv("UOPS_SPEC", flag)
+        seen.clear()
+        get_program(ast, dev.renderer, dev.compiler)
+        assert set(seen) == stages

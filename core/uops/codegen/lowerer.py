@@ -18,7 +18,7 @@ from uops.codegen.opt import Opt, apply_opts, identity
 from uops.dtypes import AddrSpace, dtypes
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.ir.spec import verify
+from uops.ir.spec import verify, verify_own
 from uops.ir.symbolic import symbolic
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
@@ -527,7 +527,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     sink = narrow_index(sink)
     sink = graph_rewrite(sink, pm_guard_division, ctx=ren.supported_ops)
     sink = keep_all_params(params, sink)
-    verify(sink, "lowered")
+    verify_own(sink, "lowered")
     return sink, dims
 
 

@@ -1,7 +1,7 @@
 """The one compiler path: PROGRAM(SINK) -> +LINEAR -> +SOURCE -> +BINARY, and ProgramSpec.
 
-Each step is one rule of ``pm_to_program`` applied by graph_rewrite; the stage checks verify
-every PROGRAM form. ``get_program`` returns a ProgramSpec that serialises to plain data, so a
+Each step is one rule of ``pm_to_program`` applied by graph_rewrite; with ``UOPS_SPEC=1`` the stage
+checks verify every PROGRAM form. ``get_program`` returns a ProgramSpec that serialises to plain data, so a
 program compiled here runs anywhere the runtime is installed. Running never compiles.
 """
 
@@ -22,7 +22,7 @@ from uops.dtypes import PtrDType, dtypes
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.ir.serialize import uops_from_data, uops_to_data
-from uops.ir.spec import verify
+from uops.ir.spec import verify_own
 from uops.ir.symbolic import symbolic
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
@@ -38,21 +38,21 @@ class _PathCtx:
 
 def _add_linear(ctx: _PathCtx, prg: UOp, sink: UOp) -> UOp:
     out = prg.replace(src=(sink, UOp(Ops.LINEAR, src=tuple(linearize(sink)))))
-    verify(out, "program")
+    verify_own(out, "program")
     return out
 
 
 def _add_source(ctx: _PathCtx, prg: UOp, sink: UOp, lin: UOp) -> UOp:
     src = ctx.renderer.render(prg.arg, list(lin.src))
     out = prg.replace(src=(sink, lin, UOp(Ops.SOURCE, arg=src)))
-    verify(out, "program")
+    verify_own(out, "program")
     return out
 
 
 def _add_binary(ctx: _PathCtx, prg: UOp, sink: UOp, lin: UOp, source: UOp) -> UOp:
     lib = ctx.compiler.compile_cached(source.arg)
     out = prg.replace(src=(sink, lin, source, UOp(Ops.BINARY, arg=lib)))
-    verify(out, "program")
+    verify_own(out, "program")
     return out
 
 

@@ -2,10 +2,13 @@
 
 Stages: "ast" (kernel AST from the scheduler), "lowered" (after full_rewrite_to_sink),
 "linear" (the renderer's input list) and "program" (a PROGRAM node in any of its four forms).
+What comes from outside (a kernel AST, a loaded program) is always checked; the graphs the compiler
+makes itself only with ``UOPS_SPEC=1`` (``verify_own``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from uops.dtypes import AddrSpace, PtrDType, dtypes
@@ -228,3 +231,18 @@ def verify(graph: UOp | list[UOp], stage: str) -> None:
                 if s not in seen:
                     raise _fail(u, stage, f"uses {s.op.name} before it is defined")
             seen.add(u)
+
+
+def self_checks() -> bool:
+    """``UOPS_SPEC=1``: the compiler also checks the graphs it makes itself (the test suite turns this on).
+
+    Why off by default: those checks walk every lowered graph and linear program of every kernel again, a
+    large share of a cold first call, and they guard the compiler's own invariants, not its input.
+    """
+    return os.environ.get("UOPS_SPEC", "").strip() not in ("", "0")
+
+
+def verify_own(graph: UOp | list[UOp], stage: str) -> None:
+    """``verify`` for a graph the compiler made itself: only when ``self_checks()``."""
+    if self_checks():
+        verify(graph, stage)
