@@ -242,3 +242,41 @@ def test_own_stage_checks_run_only_with_uops_spec(monkeypatch: pytest.MonkeyPatc
         seen.clear()
         get_program(ast, dev.renderer, dev.compiler)
         assert set(seen) == stages
+
+
+def _fake_clang(path: Path, version: str) -> None:
+    """A stand-in clang that answers the two identity probes (``--version`` and ``-march=native -###``)."""
+    path.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then\n'
+        f'  echo "fake clang version {version}"; echo "Target: x86_64-fake-linux"; exit 0\n'
+        "fi\n"
+        'echo \'"-target-cpu" "fakecpu" "-target-feature" "+fake"\' >&2\n'
+    )
+    path.chmod(0o755)
+
+
+def test_identity_is_kept_on_disk_under_the_executables_stamp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A warm cache names the toolchain without running it; a changed executable is probed again."""
+    monkeypatch.setenv("UOPS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("UOPS_CACHE", raising=False)
+    fake = tmp_path / "clang"
+    _fake_clang(fake, "1.0")
+    monkeypatch.setenv("UOPS_CLANG", str(fake))
+    first = ClangCompiler().identity()
+    assert first.startswith("fake clang version 1.0 | target=x86_64-fake-linux")
+    assert len(list((tmp_path / "cache" / "toolchains").glob("*.bin"))) == 1
+
+    def no_probe(clang: str, arch: str) -> tuple[str, str, str]:
+        raise AssertionError("probed although the disk cache names this executable")
+
+    with monkeypatch.context() as m:
+        m.setattr(clang_compiler, "_probe", no_probe)
+        assert ClangCompiler().identity() == first
+    _fake_clang(fake, "2.0")
+    os.utime(fake, ns=(10**18, 10**18))
+    assert ClangCompiler().identity().startswith("fake clang version 2.0")
+    for entry in (tmp_path / "cache" / "toolchains").glob("*.bin"):
+        entry.write_bytes(b"garbage")
+    with pytest.warns(RuntimeWarning, match="not a uops cache entry"):
+        assert ClangCompiler().identity().startswith("fake clang version 2.0")

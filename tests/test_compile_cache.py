@@ -362,7 +362,7 @@ def test_cpu_entry_with_a_bad_payload_is_recompiled_and_runs(cdir: Path) -> None
         pytest.skip(f"CPU device unavailable: {e}")
     src = "void k(float* restrict out) { out[0] = 42.0f; }\n"
     path = cdir / f"{dev.compiler.cache_key(src)}.bin"
-    cdir.mkdir(mode=0o700)
+    cdir.mkdir(mode=0o700, exist_ok=True)  # naming the toolchain may have made it
     write_entry(path, b"\x7fELF but not really a shared library")
     clear_memory_cache()
     with pytest.warns(RuntimeWarning, match="holds no loadable binary .*too short"):

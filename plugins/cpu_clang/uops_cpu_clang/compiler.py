@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops.compiler.cache import cache_dir, entry_path, read_entry, warn_cache, write_entry
 from uops.runtime.elf import read_shared_object
 from uops_cpu_clang import INSTALL_HINT as _INSTALL_HINT
 from uops_cpu_clang import clang_path
@@ -37,9 +39,8 @@ def _resolve(clang: str) -> str:
     return found
 
 
-@functools.cache
 def _probe(clang: str, arch: str) -> tuple[str, str, str]:
-    """(first line of ``clang --version``, target triple, cpu) for an executable; cached per process."""
+    """(first line of ``clang --version``, target triple, cpu) for an executable: runs it."""
     try:
         r = subprocess.run([clang, "--version"], capture_output=True, text=True, timeout=60)
     except OSError as e:
@@ -67,13 +68,87 @@ def _probe(clang: str, arch: str) -> tuple[str, str, str]:
     return lines[0].strip(), triple, cpu
 
 
+# the /proc/cpuinfo fields that say which cpu and features -march=native means (not its clock or core number)
+_CPU_FIELDS = frozenset(
+    {"vendor_id", "cpu family", "model", "model name", "stepping", "flags", "Features", "isa"}
+    | {"CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision"}
+)
+
+
+def _host_cpu() -> str | None:
+    """This machine's cpu and features from /proc/cpuinfo (first processor), or None where there is none."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            first = f.read(1 << 20).split("\n\n", 1)[0]
+    except OSError:
+        return None
+    keep = sorted(ln.strip() for ln in first.splitlines() if ln.split(":", 1)[0].strip() in _CPU_FIELDS)
+    return hashlib.sha256("\n".join(keep).encode()).hexdigest() if keep else None
+
+
+def _parse_identity(payload: bytes) -> tuple[str, str, str]:
+    """A toolchain entry's payload: a JSON list of three strings, else ValueError."""
+    try:
+        got = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"not JSON: {e}") from None
+    if not (isinstance(got, list) and len(got) == 3 and all(isinstance(x, str) for x in got)):
+        raise ValueError("not a list of three strings")
+    return got[0], got[1], got[2]
+
+
+def _file_stamp(clang: str) -> list[object] | None:
+    """The executable's real path, size, mtime and inode (None when it cannot be read): changes with a new clang."""
+    real = os.path.realpath(clang)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return [real, st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+@functools.cache
+def _probe_once(clang: str, arch: str, stamp: str) -> tuple[str, str, str]:
+    """``_probe`` once per process for each state of the executable (``stamp``)."""
+    return _probe(clang, arch)
+
+
+def _identity(clang: str, arch: str) -> tuple[str, str, str]:
+    """``_probe``'s answer, kept in the disk cache (``toolchains/``) under the executable's real path and file
+    stamp (and for -march=native this machine's cpu), so a process with a warm cache starts no clang to name it.
+
+    A new or rebuilt clang has another stamp and is probed again; without the disk cache, or without a way
+    to name this machine's cpu, the probe runs as before.
+    """
+    file = _file_stamp(clang)
+    if file is None:
+        return _probe(clang, arch)
+    d = cache_dir()
+    cpu = _host_cpu() if arch == "native" else ""
+    if d is None or cpu is None:
+        return _probe_once(clang, arch, json.dumps(file))
+    stamp = json.dumps([*file, arch, cpu, os.uname().machine])
+    path = entry_path(d / "toolchains", hashlib.sha256(stamp.encode()).hexdigest())
+    payload = read_entry(path, check=_parse_identity)
+    if payload is not None:
+        return _parse_identity(payload)
+    ident = _probe_once(clang, arch, json.dumps(file))
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        write_entry(path, json.dumps(list(ident)).encode())
+    except OSError as e:
+        warn_cache(f"uops compile cache: cannot write {path}: {e}; clang will be probed again next time")
+    return ident
+
+
 def clang_available() -> str | None:
     """None when clang runs (``clang --version``); otherwise why not, with the command that fixes it.
 
     The backend's probe only looks clang up on PATH (cheap, for choosing a device); this runs it.
     """
     try:
-        _probe(_resolve(clang_path()), "generic")
+        clang = _resolve(clang_path())
+        _probe_once(clang, "generic", json.dumps(_file_stamp(clang)))
     except CompilerUnavailableError as e:
         return str(e)
     return None
@@ -130,7 +205,7 @@ class ClangCompiler(Compiler):
 
     def identity(self) -> str:
         """``clang --version`` line, target triple and cpu: part of the cache key."""
-        version, triple, cpu = _probe(self.clang, self.arch)
+        version, triple, cpu = _identity(self.clang, self.arch)
         return f"{version} | target={triple} | {' '.join(SEMANTIC_FLAGS)} | cpu={cpu}"
 
     def process_identity(self) -> str:
