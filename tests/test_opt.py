@@ -285,3 +285,24 @@ def test_uops_compile_prints_the_chosen_opts() -> None:
     r = uops("compile", "a@b", "--opts", "--default-shape", "32,32")
     assert r.returncode == 0, r.stderr
     assert "opts: [Opt(UPCAST, 0, 4), Opt(UPCAST, 1, 16)" in r.stdout
+
+
+@pytest.mark.parametrize("shape,axis", [((7,), None), ((13,), None), ((1000003,), None), ((7, 1000003), 0),
+                                        ((1000003, 7), 0), ((13, 7), 0)])  # fmt: skip
+def test_threaded_sums_on_odd_sizes(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...], axis: int | None) -> None:
+    """Full sums (partials on threads, then a combine kernel) and strided sums, with any worker count."""
+    from uops import Tensor
+    from uops.frontend import realize
+
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    want = x.astype(np.float64).sum(axis=axis)
+    for n in ("1", "2", "3"):
+        monkeypatch.setenv("UOPS_THREADS", n)
+        monkeypatch.setattr(realize, "_programs", LRU(64))  # opts are chosen per worker count
+        t = Tensor(x, device="CPU")
+        got = t.sum(axis=axis) if axis is not None else t.sum()
+        first = [s for s in got.schedule() if s.kind == "kernel"][0]
+        opts = hand_coded_opts(first.ast, Device["CPU"].renderer)
+        if x.size > 1 << 18 and n != "1":
+            assert any(o.op is T for o in opts), opts
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-3, err_msg=f"{n} threads, {opts}")
