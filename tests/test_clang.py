@@ -197,3 +197,35 @@ def test_missing_clang_is_reported_with_install_hint(monkeypatch: pytest.MonkeyP
     assert reason is not None and "apt-get install clang" in reason and "/nonexistent/clang" in reason
     with pytest.raises(CompilerUnavailableError, match="apt-get install clang"):
         ClangCompiler().compile(ADD)
+
+
+@needs_clang
+def test_exp2_without_libm_is_within_one_ulp_and_keeps_the_special_values() -> None:
+    """The renderer's inline exp2 (vectorizable) against float64 numpy: normals, denormals, overflow, inf, NaN."""
+    from uops import Ops, UOp
+    from uops.ir.ops import AxisType
+    from uops.plugins import Device
+
+    dev = Device["CPU"]
+    edges = [np.inf, -np.inf, np.nan, -150.0, -149.5, -149.0, -126.5, -126.0, 127.99, 128.0, 200.0, 0.0, -0.0]
+    xs = np.concatenate([np.linspace(-160, 130, 100003), edges]).astype(np.float32)
+    out, a = (UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), (), s) for s in range(2))
+    i = UOp.range(xs.size, 0, AxisType.GLOBAL)
+    ast = UOp.sink(out.index(i).store(UOp(Ops.EXP2, dtypes.float32, (a.index(i).load(),))))
+    from uops.codegen.program import get_program
+
+    spec = get_program(ast, dev.renderer, dev.compiler, [])
+    assert "uops_exp2f(" in spec.src and "__builtin_exp2f" not in spec.src
+    bo, bx = Buffer(dev.runtime, xs.size, dtypes.float32), Buffer(dev.runtime, xs.size, dtypes.float32)
+    bx.copyin(xs)
+    dev.runtime.load(spec.name, spec.lib)(bo.handle, bx.handle)
+    got = bo.numpy()
+    with np.errstate(over="ignore"):
+        want = np.exp2(xs.astype(np.float64)).astype(np.float32)
+    finite = np.isfinite(want) & (want >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[finite].astype(np.float64) - np.exp2(xs[finite].astype(np.float64))) / np.spacing(want[finite])
+    assert ulps.max() <= 1.0, xs[finite][ulps.argmax()]
+    tiny = want < np.finfo(np.float32).tiny  # denormals and zero: within one step
+    np.testing.assert_allclose(got[tiny], want[tiny], rtol=0, atol=np.finfo(np.float32).smallest_subnormal)
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    assert np.isnan(got[np.isnan(xs)]).all()

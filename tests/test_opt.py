@@ -20,6 +20,7 @@ from uops.runtime import Buffer
 
 U, R, L, G, GT, T = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.THREAD
 S = OptOps.SWAP
+I = OptOps.INNER
 
 
 def _bufs(n: int) -> list[UOp]:
@@ -39,6 +40,16 @@ def col_max(m: int, n: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[
     j, r = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
     red = x.index(r * n + j).load().reduce(r, op=Ops.MAX)
     return UOp.sink(out.index(j).store(red)), lambda a: a.max(axis=0), [(m, n)]
+
+
+def col_sum_and_copy(m: int, n: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
+    """out[j] = sum_i x[i, j] + x[0, j] * 2 beside out[n + j] = x[m - 1, j]: one store without a reduction."""
+    out, x = _bufs(2)
+    j, r = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
+    red = x.index(r * n + j).load().reduce(r, op=Ops.ADD) + x.index(j).load() * 2.0
+    last = out.index(j + n).store(x.index(j + (m - 1) * n).load())
+    return (UOp.sink(out.index(j).store(red), last),
+            lambda a: np.concatenate([a.sum(axis=0) + a[0] * 2, a[-1]]), [(m, n)])  # fmt: skip
 
 
 def scaled(n: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
@@ -76,6 +87,13 @@ CASES = [
     ("matmul 16^3", matmul(16, 16, 16), [[Opt(U, 0, 4), Opt(U, 1, 8), Opt(R, 0, 4)], [Opt(R, 0, 16)]]),
     ("matmul 13x7x1003", matmul(13, 7, 1003), [[Opt(R, 0, 8), Opt(U, 0, 4)], [Opt(R, 0, 3)]]),
     ("col max 13x7", col_max(13, 7), [[Opt(U, 0, 4)], [Opt(R, 0, 4), Opt(U, 0, 7)]]),
+    (
+        "col max 13x7 inner",
+        col_max(13, 7),
+        [[Opt(I, 0, 4)], [Opt(I, 0, 7), Opt(R, 0, 4)], [Opt(U, 0, 2), Opt(I, 0, 3)]],
+    ),
+    ("col sum 7x13 inner", col_sum_and_copy(7, 13), [[Opt(I, 0, 13)], [Opt(R, 0, 2), Opt(I, 0, 5)], [Opt(I, 0, 4)]]),
+    ("matmul 7x13x5 inner", matmul(7, 13, 5), [[Opt(I, 1, 4), Opt(U, 0, 2)], [Opt(R, 0, 2), Opt(I, 0, 7)]]),
 ]
 CPU_OPTS = [[Opt(T, 0, 2)], [Opt(T, 0, 3), Opt(U, 0, 2)], [Opt(U, 0, 2), Opt(T, 0, 4)]]
 GPU_OPTS = [[Opt(L, 0, 4)], [Opt(G, 0, 4)], [Opt(GT, 0, 3), Opt(L, 0, 2)], [Opt(U, 0, 2), Opt(G, 0, 2)]]
@@ -89,7 +107,8 @@ def test_opts_match_numpy(device: str, name: str, case, opt_lists) -> None:
         try:
             got, want = run_ast(device, ast, ref, shapes, opts)
         except OptError:
-            assert opts is not None and any(o.op in (G, GT) for o in opts) and name.startswith("col max")
+            assert opts is not None and any(o.op in (G, GT) for o in opts)
+            assert name.startswith("col") or any(o.op is I for o in opts)
             continue  # grouping needs a REDUCE that the opts still leave room for
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} with {opts}")
 
@@ -100,6 +119,30 @@ def test_masked_tails_on_odd_sizes(device: str, n: int) -> None:
     opts = [Opt(U, 0, 4), Opt(T, 0, 2)] if _cpu_style(device) else [Opt(U, 0, 4), Opt(L, 0, 2)]
     got, want = run_ast(device, ast, ref, shapes, opts)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("m,n", [(7, 13), (13, 7), (1000003, 3)])
+def test_inner_loops_on_odd_sizes(device: str, m: int, n: int) -> None:
+    """A strided sum with INNER chunks that do not divide the row (masked tails), threaded on CPU."""
+    if m > 1000 and device != "CPU":
+        pytest.skip("a million-row loop is for native code; the other devices run the small cases")
+    ast, ref, shapes = col_sum_and_copy(m, n)
+    cpu = _cpu_style(device)
+    for opts in ([Opt(I, 0, 2), Opt(R, 0, 4)], [Opt(I, 0, 2), Opt(T, 0, 2)] if cpu else [Opt(I, 0, n)]):
+        got, want = run_ast(device, ast, ref, shapes, opts)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=f"{opts}")
+
+
+def test_strided_reductions_stream_rows_through_an_inner_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sum over axis 0 on CPU: the contiguous output axis is an INNER loop, rows unrolled, one chunk per thread."""
+    monkeypatch.setenv("UOPS_THREADS", "2")
+    ast = col_max(2048, 2048)[0]
+    cpu = Device["CPU"].renderer
+    opts = hand_coded_opts(ast, cpu)
+    assert opts == [Opt(I, 0, 1024), Opt(R, 0, 4), Opt(T, 0, 2)], opts
+    src = get_program(ast, cpu, Device["CPU"].compiler, opts).src
+    assert src.count("for (") == 4, src  # accumulators cleared, rows with the INNER loop inside, stores
+    assert not any(o.op is I for o in hand_coded_opts(ast, Device["CUDA"].renderer))
 
 
 def test_heuristics_produce_register_tiles_and_threads() -> None:
@@ -137,6 +180,9 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
         ([Opt(T, 0, 2), Opt(T, 1, 2)], "CPU", "already split across threads"),
         ([Opt(U, 0, 16), Opt(U, 1, 16), Opt(R, 0, 2)], "CPU", "register lanes exceed"),
         ([Opt(G, 0, 4), Opt(GT, 0, 2)], "PYTHON", "only one reduce axis can be grouped"),
+        ([Opt(I, 0, 4), Opt(I, 1, 4)], "CPU", "already has an INNER loop"),
+        ([Opt(I, 0, 4), Opt(G, 0, 4)], "PYTHON", "grouped reduction does not combine"),
+        ([Opt(G, 0, 4), Opt(I, 0, 4)], "PYTHON", "does not combine with a grouped reduction"),
         ([Opt(L, 0, 32), Opt(L, 1, 32), Opt(G, 0, 32)], "PYTHON", "threads per workgroup"),
     ],
 )
@@ -144,6 +190,19 @@ def test_opts_that_do_not_fit_raise_opt_error(opts: list[Opt], device: str, mess
     ast = matmul(32, 32, 32)[0]
     with pytest.raises(OptError, match=message):
         apply_opts(ast, opts, Device[device].renderer)
+
+
+def test_inner_loops_are_bounded_and_flat() -> None:
+    cpu = Device["CPU"].renderer
+    with pytest.raises(OptError, match="16384 accumulators exceed the INNER limit"):
+        apply_opts(col_max(64, 4096)[0], [Opt(I, 0, 4096), Opt(R, 0, 4)], cpu)
+    with pytest.raises(OptError, match="accumulators exceed the INNER limit"):
+        apply_opts(col_max(64, 4096)[0], [Opt(R, 0, 4), Opt(I, 0, 4096)], cpu)
+    out, x = _bufs(2)
+    j, r, s = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(8, 1, AxisType.REDUCE), UOp.range(8, 2, AxisType.REDUCE)
+    nested = (x.index(r * 8 + j).load() + x.index(s * 8 + j).load().reduce(s)).reduce(r)
+    with pytest.raises(OptError, match="reduction inside another"):
+        apply_opts(UOp.sink(out.index(j).store(nested)), [Opt(I, 0, 4)], cpu)
 
 
 def test_opts_must_be_opt_objects() -> None:
@@ -224,3 +283,24 @@ def test_uops_compile_prints_the_chosen_opts() -> None:
     r = uops("compile", "a@b", "--opts", "--default-shape", "32,32")
     assert r.returncode == 0, r.stderr
     assert "opts: [Opt(UPCAST, 0, 4), Opt(UPCAST, 1, 16)" in r.stdout
+
+
+@pytest.mark.parametrize("shape,axis", [((7,), None), ((13,), None), ((1000003,), None), ((7, 1000003), 0),
+                                        ((1000003, 7), 0), ((13, 7), 0)])  # fmt: skip
+def test_threaded_sums_on_odd_sizes(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...], axis: int | None) -> None:
+    """Full sums (partials on threads, then a combine kernel) and strided sums, with any worker count."""
+    from uops import Tensor
+    from uops.frontend import realize
+
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    want = x.astype(np.float64).sum(axis=axis)
+    for n in ("1", "2", "3"):
+        monkeypatch.setenv("UOPS_THREADS", n)
+        monkeypatch.setattr(realize, "_programs", LRU(64))  # opts are chosen per worker count
+        t = Tensor(x, device="CPU")
+        got = t.sum(axis=axis) if axis is not None else t.sum()
+        first = [s for s in got.schedule() if s.kind == "kernel"][0]
+        opts = hand_coded_opts(first.ast, Device["CPU"].renderer)
+        if x.size > 1 << 18 and n != "1":
+            assert any(o.op is T for o in opts), opts
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-3, err_msg=f"{n} threads, {opts}")

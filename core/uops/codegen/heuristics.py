@@ -6,7 +6,8 @@ The choices read the kernel's shapes and the strides of its loads along each axi
   each loaded value is reused by every lane (matmul: rows reuse B, columns reuse A, giving a
   register tile); the contiguous one gets the most lanes so the compiler can vectorize it;
 - an output axis that the reduction's loads walk with stride 1 while the reduce axis strides
-  (a sum over axis 0) is upcast, so each pass reads whole cache lines;
+  (a sum over axis 0) becomes an INNER loop on CPU (each pass streams whole rows into an array of
+  accumulators), or is upcast when a register tile is already there, so each pass reads whole cache lines;
 - a reduce axis read with stride 1 is unrolled into separate accumulators (vectorizable sums);
 - CPU-style: big kernels are split across cores on their outermost axis that has room (THREAD);
 - CPU-style: a register-tiled matmul runs its column tiles outermost (SWAP), so one strip of the
@@ -31,6 +32,8 @@ from uops.renderer import Renderer
 CPU_LANES = 64
 #: work (output elements x reduce length) below which a kernel is not worth splitting across cores
 THREAD_MIN_WORK = 1 << 18
+#: the longest INNER loop of a strided reduction: 4 KiB of float32 row per pass, a few rows of accumulators in L1
+INNER_CHUNK = 1024
 
 _EVAL: dict[Ops, Callable[..., int]] = {
     Ops.ADD: lambda a, b: a + b,
@@ -97,6 +100,32 @@ def _try(ast: UOp, opts: list[Opt], opt: Opt, ren: Renderer) -> UOp:
     return out
 
 
+def _strided_reduction(ast: UOp, opts: list[Opt], ren: Renderer, axis: int) -> tuple[UOp, int]:
+    """A reduction over a strided axis (a sum over axis 0) on CPU: the contiguous output axis becomes an INNER
+    loop of up to ``INNER_CHUNK`` elements (one chunk per core if rows are short), so every pass streams whole
+    rows into an array of accumulators, and a few rows are unrolled so that several streams are in flight.
+    Returns the AST and the INNER length."""
+    size = _size(output_axes(ast)[axis])
+    if size is None:
+        return ast, 1
+    # one chunk per core when the row is short enough, so THREAD can split the outer part
+    work = math.prod(_size(r) or 1 for r in [*output_axes(ast), *reduce_axes(ast)])
+    cores = int(getattr(ren, "threads", 1)) if work >= THREAD_MIN_WORK else 1
+    want = min(INNER_CHUNK, -(-size // max(1, cores)))
+    amt = want if size % want == 0 else _divisor(size, tuple(a for a in (1024, 512, 256, 128) if a <= want)) or want
+    if amt < 2:
+        return ast, 1
+    before = len(opts)
+    ast = _try(ast, opts, Opt(OptOps.INNER, axis, amt), ren)
+    if len(opts) == before:
+        return ast, 1
+    reds = reduce_axes(ast)
+    unroll = _divisor(_size(reds[-1]) or 1, (4, 2)) if reds else None
+    if unroll is not None:
+        ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, unroll), ren)
+    return ast, amt
+
+
 def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
     """The default opts for ``ast`` on ``ren``'s kind of target."""
     if ren.device == "PYTHON":
@@ -106,7 +135,7 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
     loads = _loads(ast)
     gpu = ren.global_max is not None
     red_len = math.prod(s for r in reds if (s := _size(r)) is not None)
-    lanes = 1
+    lanes = looped = 1
     if reds:
         # register tile: output axes whose loads are reused across lanes, the contiguous one widest
         reuse = [
@@ -125,7 +154,9 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
                 ast = _try(ast, opts, Opt(OptOps.UPCAST, i, amt), ren)
                 lanes *= amt if len(opts) > before else 1
         red_contig = any(stride(x, r) == 1 for x in loads for r in reds)
-        if not red_contig and not gpu:
+        if not red_contig and not gpu and lanes == 1 and contiguous:
+            ast, looped = _strided_reduction(ast, opts, ren, max(contiguous))
+        elif not red_contig and not gpu:
             # a sum over a strided axis: take whole cache lines of the contiguous output axis per pass
             for i in sorted(contiguous, reverse=True):
                 if any(o.op is OptOps.UPCAST and o.axis == i for o in opts):
@@ -168,7 +199,7 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
                 break
         return opts
     threads = int(getattr(ren, "threads", 1))
-    work = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None) * max(red_len, 1) * lanes
+    work = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None) * max(red_len, 1) * lanes * looped
     if threads > 1 and work >= THREAD_MIN_WORK:
         for i, r in enumerate(output_axes(ast)):
             n = _size(r)

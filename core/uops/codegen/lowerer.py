@@ -233,7 +233,18 @@ def lower_groups(ast: UOp) -> UOp:
 @dataclass
 class _ReduceCtx:
     loops: list[UOp]
+    next_id: int  # the next free range id (INNER loops are copied, once per use)
     count: int = 0
+
+    def copy_range(self, r: UOp, *deps: UOp) -> UOp:
+        """A fresh loop over ``r``'s size, opened after ``deps``."""
+        self.next_id += 1
+        return UOp(Ops.RANGE, r.dtype, (r.src[0], *deps), (self.next_id - 1, AxisType.LOOP))
+
+
+def _inner_ranges(u: UOp) -> tuple[UOp, ...]:
+    return tuple(sorted((x for x in u.toposort() if x.op is Ops.RANGE and x.arg[1] is AxisType.INNER),
+                        key=lambda r: r.arg[0]))  # fmt: skip
 
 
 def _reduce_ranges(red: UOp) -> list[UOp]:
@@ -249,13 +260,28 @@ def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
     dt = members[0].dtype
     own = set(rranges)
     vals = UOp.sink(*(m.src[0] for m in members))
-    outer = set(open_ranges(vals)[vals]) - own
+    inner = _inner_ranges(vals)
+    outer = set(open_ranges(vals)[vals]) - own - set(inner)
     deps = sorted(outer | set(ctx.loops), key=lambda r: r.arg[0])
-    acc = UOp(Ops.DEFINE_REG, dt.ptr(len(members), AddrSpace.REG), (), ctx.count)
+    # an INNER axis: one accumulator per lane and element, the element loop inside every pass
+    n_inner = math.prod(int(r.src[0].arg) for r in inner)
+    acc = UOp(Ops.DEFINE_REG, dt.ptr(len(members) * n_inner, AddrSpace.REG), (), ctx.count)
     ctx.count += 1
     acc_before = UOp(Ops.AFTER, acc.dtype, (acc, *deps)) if deps else acc
-    lane = [UOp.const(dtypes.index, i) for i in range(len(members))]
-    inits = tuple(acc_before.index(lane[i]).store(identity(m.arg, dt)) for i, m in enumerate(members))
+
+    def lanes(at: tuple[UOp, ...]) -> list[UOp]:
+        flat: UOp = UOp.const(dtypes.index, 0)
+        for r in at:
+            flat = flat * r.src[0] + r
+        return [flat + i * n_inner if at else UOp.const(dtypes.index, i) for i in range(len(members))]
+
+    init_at: tuple[UOp, ...] = ()
+    for r in inner:
+        init_at += (ctx.copy_range(r, init_at[-1] if init_at else acc_before),)
+    inits: tuple[UOp, ...] = tuple(acc_before.index(x).store(identity(m.arg, dt))
+                                   for x, m in zip(lanes(init_at), members))  # fmt: skip
+    for r in reversed(init_at):
+        inits = (UOp(Ops.END, dtypes.void, (*inits, r)),)
     # a barrier the values read after (a grouped reduction's combine) must come before the loop opens
     barriers = {x for x in vals.toposort() if x.op is Ops.BARRIER}
     mapping: dict[UOp, UOp] = {}
@@ -264,21 +290,29 @@ def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
         new = UOp(Ops.RANGE, r.dtype, (r.src[0], *prev), (r.arg[0], AxisType.REDUCE))
         mapping[r] = new
         prev = (new,)
-    acc_in = UOp(Ops.AFTER, acc.dtype, (acc, mapping[rranges[-1]]))
+    upd_at: list[UOp] = []
+    for r in inner:
+        upd_at.append(ctx.copy_range(r, upd_at[-1] if upd_at else mapping[rranges[-1]]))
+        mapping[r] = upd_at[-1]
+    acc_in = UOp(Ops.AFTER, acc.dtype, (acc, upd_at[-1] if upd_at else mapping[rranges[-1]]))
     upds = []
-    for i, (m, v) in enumerate(zip(members, vals.substitute(mapping).src)):
-        cur = acc_in.index(lane[i]).load()
-        upds.append(acc_in.index(lane[i]).store(cur.alu(m.arg, v)))
-    closed = UOp(Ops.END, dtypes.void, (*upds, mapping[rranges[-1]]))
-    for r in reversed(rranges[:-1]):
-        closed = closed.end(mapping[r])
+    for x, m, v in zip(lanes(tuple(upd_at)), members, vals.substitute(mapping).src):
+        upds.append(acc_in.index(x).store(acc_in.index(x).load().alu(m.arg, v)))
+    loops = [mapping[r] for r in rranges] + upd_at
+    closed = UOp(Ops.END, dtypes.void, (*upds, loops[-1]))
+    for r in reversed(loops[:-1]):
+        closed = closed.end(r)
     done = UOp(Ops.AFTER, acc.dtype, (acc, closed))
-    return {m: done.index(lane[i]).load() for i, m in enumerate(members)}
+    return {m: done.index(x).load() for x, m in zip(lanes(inner), members)}
+
+
+def _next_range_id(sink: UOp) -> int:
+    return 1 + max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1)
 
 
 def lower_reduces(sink: UOp, loops: list[UOp]) -> UOp:
     """Innermost reductions first; those over the same ranges (UPCAST and UNROLL lanes) share a loop."""
-    ctx = _ReduceCtx(loops)
+    ctx = _ReduceCtx(loops, _next_range_id(sink))
     while True:
         has_red: dict[UOp, bool] = {}
         inner: list[UOp] = []
@@ -290,11 +324,34 @@ def lower_reduces(sink: UOp, loops: list[UOp]) -> UOp:
             return sink
         by_ranges: dict[tuple[Any, ...], list[UOp]] = {}
         for u in inner:
-            by_ranges.setdefault((u.dtype, *_reduce_ranges(u)), []).append(u)
+            by_ranges.setdefault((u.dtype, _inner_ranges(u.src[0]), *_reduce_ranges(u)), []).append(u)
         mapping: dict[UOp, UOp] = {}
         for members in by_ranges.values():
             mapping.update(_lower_reduce_group(ctx, members))
         sink = sink.substitute(mapping)
+
+
+# ----- step 3b: stores along an INNER axis -----
+def lower_inner(sink: UOp, loops: list[UOp]) -> UOp:
+    """The stores that depend on an INNER axis run in their own loop over it, after the reductions they read
+    (whose accumulators the lowering of step 3 filled one element per pass)."""
+    inner = _inner_ranges(sink)
+    if not inner:
+        return sink
+    ctx = _ReduceCtx(loops, _next_range_id(sink))
+    along = [st for st in sink.src if any(r in inner for r in _inner_ranges(st))]
+    # after every accumulator they read is done, inside the output loops
+    done = sorted({x for st in along for x in st.toposort() if x.op is Ops.AFTER and x.src[0].op is Ops.DEFINE_REG
+                   and len(x.src) == 2 and x.src[1].op is Ops.END}, key=lambda x: x.src[0].arg)  # fmt: skip
+    first = (*done, loops[-1]) if loops else tuple(done)
+    at: list[UOp] = []
+    for r in inner:
+        at.append(ctx.copy_range(r, *(first if not at else (at[-1],))))
+    body = UOp.sink(*along).substitute(dict(zip(inner, at)))
+    closed = UOp(Ops.END, dtypes.void, (*body.src, at[-1]))
+    for r in reversed(at[:-1]):
+        closed = closed.end(r)
+    return UOp.sink(*(st for st in sink.src if st not in along), closed, arg=sink.arg)
 
 
 # ----- step 4: close output loops -----
@@ -521,6 +578,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     ast = lower_groups(ast)
     sink, dims, loops = lower_axes(ast, ren)
     sink = lower_reduces(sink, loops)
+    sink = lower_inner(sink, loops)
     sink = close_loops(sink, loops)
     sink = graph_rewrite(sink, _final_matcher(ren.supported_ops, ren.extra_matcher))
     sink = vectorize_memory(sink, ren)

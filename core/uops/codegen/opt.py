@@ -10,11 +10,14 @@ values outside it contribute the identity, so odd sizes are never wrong.
 After the splits, ``expand`` removes the register axes: an UPCAST axis becomes one STORE per lane,
 an UNROLL axis becomes one partial reduction per lane (separate accumulators, combined after the
 loop). The lowering then shares one loop between the reductions over the same ranges, which is what
-register tiling needs. LOCAL and GROUP axes become workgroup indices (GPU-style renderers); a GROUP
-reduction combines its partials through local memory (see ``lower_groups`` in the lowerer). THREAD
-axes become the core index of CPU kernels.
+register tiling needs. An INNER axis stays a loop, but one the lowering puts inside the reduction
+loops, with one accumulator per element in an array: a reduction over a strided axis (a sum over
+axis 0) then reads whole contiguous rows per pass instead of one cache line per row. LOCAL and
+GROUP axes become workgroup indices (GPU-style renderers); a GROUP reduction combines its partials
+through local memory (see ``lower_groups`` in the lowerer). THREAD axes become the core index of
+CPU kernels.
 
-Axis numbers: UPCAST, LOCAL and THREAD take the index of an output axis (GLOBAL ranges by id);
+Axis numbers: UPCAST, INNER, LOCAL and THREAD take the index of an output axis (GLOBAL ranges by id);
 UNROLL, GROUP and GROUPTOP the index of a reduce axis (REDUCE ranges by id).
 """
 
@@ -40,6 +43,7 @@ class OptOps(Enum):
     GROUPTOP = auto()  # reduce axis across workgroup threads, one contiguous chunk each (GPU-style)
     THREAD = auto()  # output axis across CPU cores, one contiguous chunk each
     SWAP = auto()  # exchange the loop positions of two output axes (amount: the other axis)
+    INNER = auto()  # output axis as a loop inside the reductions, one accumulator per element
 
 
 class OptError(ValueError):
@@ -63,7 +67,7 @@ class Opt:
         return Opt(OptOps[d[0]], int(d[1]), int(d[2]))
 
 
-_OUTPUT_OPS = (OptOps.UPCAST, OptOps.LOCAL, OptOps.THREAD, OptOps.SWAP)
+_OUTPUT_OPS = (OptOps.UPCAST, OptOps.LOCAL, OptOps.THREAD, OptOps.SWAP, OptOps.INNER)
 _KIND = {
     OptOps.UPCAST: AxisType.UPCAST,
     OptOps.UNROLL: AxisType.UNROLL,
@@ -71,9 +75,12 @@ _KIND = {
     OptOps.GROUP: AxisType.GROUP_REDUCE,
     OptOps.GROUPTOP: AxisType.GROUP_REDUCE,
     OptOps.THREAD: AxisType.THREAD,
+    OptOps.INNER: AxisType.INNER,
 }
 #: the most lanes UPCAST (and UNROLL) may make: beyond it the kernel is all registers and spills
 MAX_LANES = 256
+#: the most accumulators an INNER loop may keep (all reductions and lanes together): 32 KiB of float32
+MAX_INNER_ACCS = 8192
 #: workgroup limits for GPU-style renderers that declare none (the PYTHON interpreter)
 _DEFAULT_LOCAL_MAX = (1024, 1024, 64)
 _DEFAULT_LOCAL_THREADS = 1024
@@ -195,10 +202,16 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
             raise OptError(f"{opt}: THREAD is for CPU-style renderers; {ren.device} launches a grid (use LOCAL)")
         if axes_of(ast, AxisType.THREAD):
             raise OptError(f"{opt}: the kernel is already split across threads")
+    if opt.op in (OptOps.INNER, OptOps.GROUP, OptOps.GROUPTOP):
+        _check_inner(ast, opt)
     if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
         lanes = _lanes(ast, (AxisType.UPCAST, AxisType.UNROLL)) * opt.amount
         if lanes > MAX_LANES:
             raise OptError(f"{opt}: {lanes} register lanes exceed the limit of {MAX_LANES}")
+        for loop in axes_of(ast, AxisType.INNER):
+            accs = lanes * int(loop.src[0].arg) * sum(1 for u in ast.toposort() if u.op is Ops.REDUCE)
+            if accs > MAX_INNER_ACCS:
+                raise OptError(f"{opt}: {accs} accumulators exceed the INNER limit of {MAX_INNER_ACCS}")
     top = opt.op in (OptOps.THREAD, OptOps.GROUPTOP)
     return split_axis(ast, axes[opt.axis], opt.amount, _KIND[opt.op], top)
 
@@ -210,6 +223,25 @@ def swap_axes(ast: UOp, axes: list[UOp], opt: Opt) -> UOp:
         raise OptError(f"{opt}: SWAP needs another output axis (0..{len(axes) - 1}, not {opt.axis}) as its amount")
     a, b = axes[opt.axis], axes[opt.amount]
     return ast.substitute({a: a.replace(arg=(b.arg[0], a.arg[1])), b: b.replace(arg=(a.arg[0], b.arg[1]))})
+
+
+def _check_inner(ast: UOp, opt: Opt) -> None:
+    """INNER walks one axis inside reductions that are not nested and not grouped across a workgroup."""
+    inner = axes_of(ast, AxisType.INNER)
+    if opt.op is not OptOps.INNER:
+        if inner:
+            raise OptError(f"{opt}: a grouped reduction does not combine with an INNER loop")
+        return
+    if inner:
+        raise OptError(f"{opt}: the kernel already has an INNER loop")
+    if axes_of(ast, AxisType.GROUP_REDUCE):
+        raise OptError(f"{opt}: an INNER loop does not combine with a grouped reduction")
+    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    if any(x.op is Ops.REDUCE for r in reds for x in r.src[0].toposort()):
+        raise OptError(f"{opt}: the kernel has a reduction inside another; INNER needs flat reductions")
+    accs = len(reds) * _lanes(ast, (AxisType.UPCAST, AxisType.UNROLL)) * opt.amount
+    if accs > MAX_INNER_ACCS:
+        raise OptError(f"{opt}: {accs} accumulators exceed the INNER limit of {MAX_INNER_ACCS}")
 
 
 def expand(ast: UOp) -> UOp:

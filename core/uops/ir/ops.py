@@ -88,6 +88,7 @@ class AxisType(Enum):
     UNROLL = auto()  # unrolled reduction
     THREAD = auto()  # output axis split across CPU cores
     GROUP_REDUCE = auto()  # reduction axis split across the threads of a workgroup
+    INNER = auto()  # output axis walked by a loop inside the reductions (accumulators in an array)
 
 
 class GroupOp:
