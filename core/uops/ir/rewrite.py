@@ -277,6 +277,12 @@ class _Gen:
                 pad = "    " * ind
             return ind, loop
         vs = [self.tmp() for _ in range(n)]
+        # whatever the order, each sub-pattern with an op check meets one of the sources: test that once,
+        # before any permutation is tried (most nodes fail here)
+        for q in items:
+            if q.ops is not None:
+                k = self.const(q.ops)
+                self.lines.append(f"{pad}if not ({' or '.join(f'{s}[{j}].op in {k}' for j in range(n))}): {fail}")
         if n == 2:  # no tuple building for the common binary case
             k = self.tmp()
             self.lines.append(f"{pad}for {k} in (0, 1):")
