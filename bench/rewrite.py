@@ -1,12 +1,15 @@
 """Rewrite-engine throughput: uops vs tinygrad (when installed), in one run, as ratios.
 
-  .venv/bin/python bench/rewrite.py [--quick]
+  .venv/bin/python bench/rewrite.py [--quick] [--profile]
 
 (a) simplify 10,000 random index expressions (fixed seed), nodes per second;
 (b) rewrite a 100,000-node graph with a 50-rule PatternMatcher, nodes per second.
 Both workloads are described once in a neutral form and built in each IR with the same raw
 ops (tinygrad's FLOORDIV/FLOORMOD stand in for IDIV/MOD: every value here is nonnegative, so
 floor and C division agree). Each timing is the best of a few runs on freshly built graphs.
+The node count of uops' simplified expressions is checked against the count the simplifier
+reached before its speed work (SIMPLIFIED_NODES_BEFORE): faster must not mean simplifying less.
+--profile runs workload (a) under cProfile for uops alone and prints where the time goes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 Spec = tuple  # ("var", i) | ("const", v) | (opname, spec, spec)
+
+# uops' total simplified node count for workload (a) at this seed, by expression count, when the
+# speed work on the simplifier began
+SIMPLIFIED_NODES_BEFORE = {1_000: 7_536, 10_000: 75_758}
 
 VARS = [("gidx0", 0, 31), ("gidx1", 0, 15), ("lidx0", 0, 15), ("lidx1", 0, 7), ("ridx0", 0, 63), ("ridx1", 0, 2)]
 
@@ -175,8 +182,8 @@ def rules(Ops: Any, UPat: Any, PatternMatcher: Any, dt: Any, floordiv: Any = Non
 # ----------------------------------------------------------------------------------------
 # timing
 # ----------------------------------------------------------------------------------------
-def time_simplify(ir: dict[str, Any], specs: list[Spec], repeats: int) -> tuple[float, int]:
-    best, nodes = float("inf"), 0
+def time_simplify(ir: dict[str, Any], specs: list[Spec], repeats: int) -> tuple[float, int, int]:
+    best, nodes, out_nodes = float("inf"), 0, 0
     simplify = ir["simplify"]
     for _ in range(repeats):
         exprs = [ir["builder"]().build(s) for s in specs]  # fresh nodes every repeat
@@ -185,8 +192,25 @@ def time_simplify(ir: dict[str, Any], specs: list[Spec], repeats: int) -> tuple[
         t0 = time.perf_counter()
         out = [simplify(e) for e in exprs]
         best = min(best, time.perf_counter() - t0)
+        out_nodes = sum(ir["count"](o) for o in out)
         del out, exprs
-    return best, nodes
+    return best, nodes, out_nodes
+
+
+def profile_simplify(specs: list[Spec]) -> None:
+    import cProfile
+    import pstats
+
+    ir = uops_ir()
+    simplify = ir["simplify"]
+    exprs = [ir["builder"]().build(s) for s in specs]
+    gc.collect()
+    prof = cProfile.Profile()
+    prof.enable()
+    out = [simplify(e) for e in exprs]
+    prof.disable()
+    del out
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
 def time_rewrite(ir: dict[str, Any], graph: list[Spec], repeats: int) -> tuple[float, int, int]:
@@ -208,12 +232,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a tenth of the work, one repeat (smoke test)")
     ap.add_argument("--no-tinygrad", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="cProfile uops on workload (a) and stop")
     args = ap.parse_args()
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
     n_expr, n_graph, repeats = (1_000, 10_000, 1) if args.quick else (10_000, 100_000, 3)
     rng = random.Random(1234)
     specs = [index_expr(rng, 5) for _ in range(n_expr)]
     graph = big_graph(random.Random(5678), n_graph)
+    if args.profile:
+        profile_simplify(specs)
+        return
 
     irs = [uops_ir()]
     tg = None if args.no_tinygrad else tinygrad_ir()
@@ -225,14 +253,17 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     counts: dict[str, int] = {}
     for ir in irs:
-        ts, ns = time_simplify(ir, specs, repeats)
+        ts, ns, nso = time_simplify(ir, specs, repeats)
+        if ir["name"] == "uops" and nso > SIMPLIFIED_NODES_BEFORE[n_expr]:
+            sys.exit(f"uops simplified (a) to {nso} nodes, more than the {SIMPLIFIED_NODES_BEFORE[n_expr]} before")
         tr, nr, nout = time_rewrite(ir, graph, repeats)
         counts.setdefault("simplify", ns)
         counts.setdefault("rewrite", nr)
         ns, nr = counts["simplify"], counts["rewrite"]
         results[ir["name"]] = {"simplify": ns / ts, "rewrite": nr / tr}
         print(
-            f"{ir['name']:>9}: (a) simplify {n_expr} exprs ({ns} nodes): {ts * 1e3:6.0f} ms = {ns / ts:>9,.0f} nodes/s"
+            f"{ir['name']:>9}: (a) simplify {n_expr} exprs ({ns} nodes -> {nso}):"
+            f" {ts * 1e3:6.0f} ms = {ns / ts:>9,.0f} nodes/s"
             f" | (b) 50 rules, {nr} nodes -> {nout}: {tr * 1e3:6.0f} ms = {nr / tr:>9,.0f} nodes/s"
         )
     if "tinygrad" in results:

@@ -251,6 +251,44 @@ def test_memoized_result_is_reused_for_every_parent() -> None:
     assert calls == 1
 
 
+def test_remembered_results_are_reused_by_the_next_call() -> None:
+    calls: list[UOp] = []
+
+    def fold(v: UOp, k: UOp) -> UOp | None:
+        calls.append(v)
+        return v if k.arg == 1 else None
+
+    pm = PatternMatcher([(UPat(Ops.MUL, src=(UPat.var("v"), UPat.cvar("k"))), fold)])
+    shared = (x * 1) * 5
+    first = graph_rewrite(shared + 1, pm, bottom_up=True, remember=True)
+    assert first is (x * 5) + 1 and len(calls) == 2  # x*1, and (x*1)*5 rebuilt as x*5
+    calls.clear()
+    assert graph_rewrite(shared + 2, pm, bottom_up=True, remember=True) is (x * 5) + 2
+    assert calls == []  # the shared part came from the first call
+    # the other direction and other matchers keep their own results
+    assert graph_rewrite(shared + 2, pm, remember=True) is (x * 5) + 2 and calls
+    calls.clear()
+    other = PatternMatcher(list(pm.rules))
+    assert graph_rewrite(shared + 2, other, bottom_up=True) is (x * 5) + 2 and calls
+
+
+def test_remember_refuses_a_ctx() -> None:
+    pm = PatternMatcher([(UPat(Ops.ADD, name="v"), lambda v, ctx: None)])
+    with pytest.raises(ValueError, match="ctx"):
+        graph_rewrite(x + y, pm, ctx={"k": 1}, remember=True)
+
+
+def test_remembered_results_do_not_keep_their_nodes_alive() -> None:
+    pm = PatternMatcher([(UPat(Ops.MUL, src=(UPat.var("v"), UPat.const(dtypes.int32, 1))), lambda v: v)])
+    tmp = UOp.variable("tmp_memo", 0, 3)
+    e = (tmp * 1) + 2
+    out = graph_rewrite(e, pm, bottom_up=True, remember=True)
+    assert out is tmp + 2 and (tmp + 2)._memo is not None
+    ref = weakref.ref(e)
+    del e
+    assert ref() is None  # freed by its reference count: the memo made no cycle
+
+
 def test_deep_chain_without_recursion_error() -> None:
     e = x
     for _ in range(100_000):

@@ -17,7 +17,7 @@ from typing import Any
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
-from uops.ir.uop import UOp
+from uops.ir.uop import UOp, _set_memo
 
 _ANY = object()
 
@@ -277,6 +277,12 @@ class _Gen:
                 pad = "    " * ind
             return ind, loop
         vs = [self.tmp() for _ in range(n)]
+        # whatever the order, each sub-pattern with an op check meets one of the sources: test that once,
+        # before any permutation is tried (most nodes fail here)
+        for q in items:
+            if q.ops is not None:
+                k = self.const(q.ops)
+                self.lines.append(f"{pad}if not ({' or '.join(f'{s}[{j}].op in {k}' for j in range(n))}): {fail}")
         if n == 2:  # no tuple building for the common binary case
             k = self.tmp()
             self.lines.append(f"{pad}for {k} in (0, 1):")
@@ -385,6 +391,8 @@ class PatternMatcher:
                 wants_ctx = False
             for op in pat.ops if pat.ops is not None else Ops:
                 self.by_op[op].append((pat, fn, wants_ctx))
+        # what graph_rewrite(remember=True) marks its results with, top-down and bottom-up
+        self.memo_keys = (object(), object())
         # table[op] -> matcher function, None when no rule can match op; filled lazily
         self.table: list[Callable[[UOp, Any], Any] | None] = [None] * (max(Ops) + 1)
         for op, rs in self.by_op.items():
@@ -415,26 +423,34 @@ class PatternMatcher:
         return None if f is None else f(u, ctx)
 
 
-def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False) -> UOp:
+def graph_rewrite(
+    sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, remember: bool = False
+) -> UOp:
     """Rewrite ``sink`` with ``pm`` to a fixed point.
 
     Top-down (default): a node is offered to the rules before its sources are rewritten, and
     again after if a source changed. Bottom-up: sources first, then the node. Either way each
-    result is itself rewritten until no rule fires. Memoized within the call.
+    result is itself rewritten until no rule fires. Memoized within the call; with ``remember``,
+    also across calls: every node reached keeps its result, and a later call with the same
+    matcher and direction takes it instead of walking the node again. Only for matchers whose
+    rules are pure functions of the node they see (no ``ctx``, no outside state).
     """
+    if remember and ctx is not None:
+        raise ValueError("graph_rewrite(remember=True) needs ctx=None: a result that depends on ctx cannot be kept")
+    key = pm.memo_keys[bottom_up] if remember else None
     run = _graph_rewrite
     # UOps are an immutable DAG: a rewrite makes no reference cycles, so the cycle collector
     # would only rescan the many young nodes a rewrite allocates. Pause it for the walk.
     if not gc.isenabled():
-        return run(sink, pm, ctx, bottom_up)
+        return run(sink, pm, ctx, bottom_up, key)
     gc.disable()
     try:
-        return run(sink, pm, ctx, bottom_up)
+        return run(sink, pm, ctx, bottom_up, key)
     finally:
         gc.enable()
 
 
-def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> UOp:
+def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, key: object | None) -> UOp:
     replace: dict[UOp, UOp] = {}
     table = pm.table
     rget, rgetitem = replace.get, replace.__getitem__
@@ -483,6 +499,9 @@ def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> 
         else:
             if e in replace:
                 continue
+            if key is not None and (m := e._memo) is not None and m[0] is key:
+                replace[e] = e if m[1] is None else m[1]
+                continue
             if not bottom_up:
                 f = table[e.op]
                 if f is not None and (r := f(e, ctx)) is not None:
@@ -511,6 +530,10 @@ def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> 
             for s in reversed(src):
                 if s not in replace:
                     push(s)
+    if key is not None:
+        for n, r in replace.items():
+            if (m := n._memo) is None or m[0] is not key:
+                _set_memo(n, (key, None if r is n else r))
     return replace[sink]
 
 

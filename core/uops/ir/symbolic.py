@@ -191,7 +191,7 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp) -> UOp:
             acc = UOp(_SUB, acc.dtype, (acc, b if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, -c)))))
     if acc is None:
         return like.const_like(k)
-    if truncate(k, dt) != 0:
+    if k and truncate(k, dt) != 0:
         acc = UOp(_ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
     return acc
 
@@ -205,7 +205,7 @@ def _build_skel(terms: list[tuple[UOp, int]], k: int, dt: DType) -> int:
         first = 1
     if first == 0:
         return 1
-    return n + (2 if truncate(k, dt) != 0 else 0)
+    return n + (2 if k and truncate(k, dt) != 0 else 0)
 
 
 def _tree_size_upto(u: UOp, limit: int) -> int:
@@ -664,5 +664,6 @@ symbolic = symbolic_simple + PatternMatcher(
 
 
 def simplify(u: UOp) -> UOp:
-    """``u`` with every rule of ``symbolic`` applied to a fixed point (bottom-up)."""
-    return graph_rewrite(u, symbolic, bottom_up=True)
+    """``u`` with every rule of ``symbolic`` applied to a fixed point (bottom-up). The rules are pure, so
+    each node keeps its result: a subexpression shared between calls is simplified once."""
+    return graph_rewrite(u, symbolic, bottom_up=True, remember=True)

@@ -62,13 +62,15 @@ ConstType = bool | int | float
 
 class UOp:
     # _flat: symbolic's fact about an integer sum (see symbolic._collect); None until it is known
-    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_flat", "__weakref__")
+    # _memo: (key, result) of the last remembering graph_rewrite that reached this node; result None: itself
+    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_flat", "_memo", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
     arg: Any
     _vrange: tuple[ConstType, ConstType] | None
     _flat: dict[UOp, int] | None
+    _memo: tuple[object, UOp | None] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         tok = _dt_fast.get(id(dtype))
@@ -88,6 +90,7 @@ class UOp:
         _set_arg(self, arg)
         _set_vrange(self, None)
         _set_flat(self, None)
+        _set_memo(self, None)
         ref = _Ref(self, _remove_dead)
         ref.key = key
         # insert-if-absent is atomic: a thread that built the same node a moment earlier wins, and we
@@ -118,8 +121,14 @@ class UOp:
     @staticmethod
     def const(dtype: DType, value: ConstType) -> UOp:
         if value.__class__ is int and (e := _INT_BOUNDS_ID.get(id(dtype))) is not None and e[0] is dtype:
-            if e[1][0] <= value <= e[1][1]:
-                return UOp(_CONST, dtype, (), value)  # what truncate returns for an int in range
+            if e[1][0] <= value <= e[1][1]:  # what truncate returns for an int in range
+                # the cache lookup of __new__ for this key, without the call: constants are built often
+                tok = _dt_fast.get(id(dtype))
+                if tok is not None and tok[0] is dtype:
+                    ref = _cache.get((_CONST, tok[1], (), value))
+                    if ref is not None and (hit := ref()) is not None:
+                        return hit
+                return UOp(_CONST, dtype, (), value)
         if dtype.count > 1:
             return UOp(Ops.VCONST, dtype, (), (truncate(value, dtype.scalar()),) * dtype.count)
         return UOp(Ops.CONST, dtype, (), truncate(value, dtype))
@@ -387,6 +396,7 @@ _set_src: Callable[[UOp, Any], None] = UOp.__dict__["src"].__set__
 _set_arg: Callable[[UOp, Any], None] = UOp.__dict__["arg"].__set__
 _set_vrange: Callable[[UOp, Any], None] = UOp.__dict__["_vrange"].__set__
 _set_flat: Callable[[UOp, Any], None] = UOp.__dict__["_flat"].__set__
+_set_memo: Callable[[UOp, Any], None] = UOp.__dict__["_memo"].__set__
 
 
 def _float_key(x: float) -> tuple[type, str]:
@@ -478,8 +488,8 @@ def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
             return u.arg[1], u.arg[2]
         if op in _FAST_BINARY:
             s = u.src
-            a0, a1 = s[0]._range()
-            b0, b1 = s[1]._range()
+            a0, a1 = s[0]._vrange or s[0]._range()
+            b0, b1 = s[1]._vrange or s[1]._range()
             if op is _ADD:
                 lo, hi = a0 + b0, a1 + b1
             elif op is _MUL and b0 == b1 and b0 >= 0:
