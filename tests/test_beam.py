@@ -98,9 +98,10 @@ def test_beam_width_must_be_positive(cache: Path) -> None:
         search.beam_search(matmul(4, 4, 4)[0], "CPU", dev.renderer, dev.compiler, dev.runtime, 0)
 
 
-def test_a_wider_beam_times_every_first_step_including_loop_order(cache: Path) -> None:
-    """Width 3: both starting points (no opts, the default) are extended by every action that fits, SWAP
-    among them; the result is cached for that width and read back for any narrower search."""
+def test_a_wider_beam_times_every_first_step_including_loop_order(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Width 3, nothing pruned: both starting points (no opts, the default) are extended by every action
+    that fits, SWAP among them; the result is cached for that width and read back for any narrower search."""
+    monkeypatch.setattr(search, "PRUNE", float("inf"))
     ast, ref, shapes = matmul(8, 8, 16)
     dev = Device["CPU"]
     timed: dict[tuple[Opt, ...], float] = {}
@@ -115,3 +116,20 @@ def test_a_wider_beam_times_every_first_step_including_loop_order(cache: Path) -
     assert search.cached_opts(ast, dev.renderer, dev.compiler, 4) is None  # a wider search is not answered by it
     got, want = run_ast("CPU", ast, ref, shapes, opts)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_entries_far_behind_the_best_leave_the_beam() -> None:
+    a, b, c = [Opt(OptOps.UPCAST, 0, 4)], [Opt(OptOps.UNROLL, 0, 4)], []
+    kept = search._prune([(a, 1.0), (b, search.PRUNE * 1.0), (c, search.PRUNE * 1.0 + 0.5)])
+    assert [opts for opts, _ in kept] == [a, b]
+    assert search._prune([]) == []
+
+
+def test_a_candidate_slower_than_the_cutoff_is_not_read_back_or_timed_again() -> None:
+    ast, _, _ = matmul(16, 16, 16)
+    dev = Device["CPU"]
+    bench = search._Bench(ast, dev.runtime, get_program(ast, dev.renderer, dev.compiler, []))
+    t, got = bench.run(get_program(ast, dev.renderer, dev.compiler, []), cutoff=0.0)
+    assert got is None and t > 0.0
+    t, got = bench.run(get_program(ast, dev.renderer, dev.compiler, []))
+    assert got is not None and bench.agrees(got)

@@ -43,6 +43,9 @@ COMPILE_TIMEOUT_S = 60.0
 RUNS = 3
 #: opts added at most, one per step
 MAX_STEPS = 5
+#: a candidate slower than this many times the best so far is dropped after one run, and
+#: leaves the beam: extending a kernel that far behind does not catch up in a few steps
+PRUNE = 3.0
 
 
 class SearchError(RuntimeError):
@@ -182,19 +185,27 @@ class _Bench:
         self.init = {s: _random(dt, n, rng) for s, (dt, n) in sizes.items()}
         self.bufs = {s: Buffer(runtime, n, dt) for s, (dt, n) in sizes.items()}
         self.outs = reference.outs
-        _, self.want = self.run(reference, cutoff=0.0)  # its outputs are what it is for: one timed run
+        _, want = self.run(reference, timed_runs=0)  # its outputs are what it is for: no timed run
+        assert want is not None
+        self.want = want
 
-    def run(self, spec: ProgramSpec, cutoff: float = float("inf")) -> tuple[float, dict[int, np.ndarray]]:
-        """(best time, outputs); runs stop early once a run is slower than ``cutoff``."""
+    def run(
+        self, spec: ProgramSpec, cutoff: float = float("inf"), timed_runs: int = RUNS
+    ) -> tuple[float, dict[int, np.ndarray] | None]:
+        """(best time, outputs); a candidate whose first run is already slower than ``cutoff`` is
+        not read back (None: it cannot win, so it is neither checked nor timed again)."""
         prog = self.runtime.load(spec.name, spec.lib)
         for s, b in self.bufs.items():
             b.copyin(self.init[s])
         g, loc = spec.launch_dims()
         args = [self.bufs[s].handle for s in sorted(self.bufs)]
-        prog(*args, global_size=g, local_size=loc, wait=True)
+        first = prog(*args, global_size=g, local_size=loc, wait=True)
+        first_t = float(first) if first is not None else float("inf")
+        if first_t > cutoff:
+            return first_t, None
         got = {s: self.bufs[s].numpy().copy() for s in self.outs}
-        best = float("inf")
-        for _ in range(RUNS):
+        best = float("inf") if timed_runs else first_t
+        for _ in range(timed_runs):
             t = prog(*args, global_size=g, local_size=loc, wait=True)
             best = min(best, float(t) if t is not None else float("inf"))
             if best > cutoff:
@@ -259,7 +270,8 @@ def beam_search(
     try:
         # the default first: the unoptimised kernel (a slow one at large sizes) is then cut off after one run
         beam = _time_all(pool, ast, device, ren, compiler, bench, [default, []], timed, name)
-        best = min(beam, key=lambda c: c[1]) if beam else ([], float("inf"))
+        beam = _prune(sorted(beam, key=lambda c: c[1]))
+        best = beam[0] if beam else ([], float("inf"))
         tried = len(timed)
         for _ in range(max_steps):
             cands = [
@@ -272,7 +284,7 @@ def beam_search(
                 break
             tried += len(cands)
             timed_now = _time_all(pool, ast, device, ren, compiler, bench, cands, timed, name)
-            beam = sorted(beam + timed_now, key=lambda c: c[1])[:width]
+            beam = _prune(sorted(beam + timed_now, key=lambda c: c[1])[:width])
             _progress(name, tried, beam[0][1], beam[0][0])
             if beam[0][1] >= best[1]:
                 break
@@ -283,6 +295,11 @@ def beam_search(
     print(f"\rbeam {name}: {tried} candidates, best {best[1] * 1e6:.1f} us with {best[0]}", file=sys.stderr)
     _store(ast, ren, compiler, width, best[0], best[1])
     return best[0]
+
+
+def _prune(beam: list[tuple[list[Opt], float]]) -> list[tuple[list[Opt], float]]:
+    """The sorted beam without the entries more than PRUNE times slower than its best."""
+    return [c for c in beam if c[1] <= PRUNE * beam[0][1]] if beam else beam
 
 
 def _progress(name: str, tried: int, t: float, opts: list[Opt]) -> None:
@@ -315,7 +332,10 @@ def _time_all(
             print(f"\nbeam {name}: {opts} failed to build ({type(e).__name__}: {e}); skipped", file=sys.stderr)
             timed[key] = float("inf")
             continue
-        t, got = bench.run(spec, cutoff=3 * min([t for _, t in out] + [min(timed.values(), default=float("inf"))]))
+        t, got = bench.run(spec, cutoff=PRUNE * min([t for _, t in out] + [min(timed.values(), default=float("inf"))]))
+        if got is None:
+            timed[key] = t
+            continue
         if not bench.agrees(got):
             print(f"\nbeam {name}: {opts} gives wrong results; discarded", file=sys.stderr)
             timed[key] = float("inf")
