@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -71,8 +72,13 @@ def run_kernel(
     return res[: out.nbytes].view(out_dtype).reshape(out_shape), spec
 
 
-def run_child(code: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter (this one's, so the same plugins are installed)."""
+def run_child(code: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter (this one's: the same plugins); ``env`` overrides variables."""
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
     )
