@@ -84,3 +84,13 @@ def test_the_kit_ships_inside_the_package() -> None:
     assert KIT_DIR.parent.parent == Path(uops.__file__).resolve().parent
     assert {p.name for p in kit_files()} >= {"test_tensor.py", "test_kernels.py", "test_program_spec.py"}
     assert (KIT_DIR / "conftest.py").is_file() and (KIT_DIR / "__init__.py").is_file()
+
+
+def test_the_heavy_import_check_names_each_offender() -> None:
+    from uops.testing.kit.test_plugin_contract import heavy_imports
+
+    new = ["uops_x", "uops.plugins.probes", "numpy", "numpy.core", "uops_x.runtime", "uops.codegen", "subprocess", "re"]
+    bad = heavy_imports(new, "uops_x")
+    assert [b.split()[0] for b in bad] == ["numpy", "numpy.core", "uops_x.runtime", "uops.codegen", "subprocess"]
+    assert "third-party" in bad[0] and "renderer/compiler/runtime" in bad[2] and "core module" in bad[3]
+    assert heavy_imports(["uops.backends", "uops.backends.python"], "uops.backends.python") == []
