@@ -94,3 +94,15 @@ def test_the_heavy_import_check_names_each_offender() -> None:
     assert [b.split()[0] for b in bad] == ["numpy", "numpy.core", "uops_x.runtime", "uops.codegen", "subprocess"]
     assert "third-party" in bad[0] and "renderer/compiler/runtime" in bad[2] and "core module" in bad[3]
     assert heavy_imports(["uops.backends", "uops.backends.python"], "uops.backends.python") == []
+
+
+def test_uops_device_adds_the_kit_to_a_vendors_own_run(tmp_path: Path) -> None:
+    (tmp_path / "test_mine.py").write_text("def test_mine():\n    assert 6 * 7 == 42\n")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--uops-device=python"]
+    r = subprocess.run(
+        [*cmd, "-k", "test_mine or test_elementwise_1d"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "2 passed" in r.stdout, r.stdout[-2000:]
+    bad = subprocess.run([*cmd, "--uops-device=NOPE"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 4 and "no device 'NOPE' is installed" in bad.stderr, bad.stderr

@@ -40,10 +40,11 @@ def selected_devices(config: pytest.Config) -> list[str] | None:
 
 
 def _inside_kit(arg: str) -> bool:
+    """Whether a command-line argument already names the kit or a part of it (then nothing is added)."""
     if arg.startswith("uops.testing"):
         return True
     path = Path(arg.split("::", 1)[0]).resolve()
-    return path == KIT_DIR or KIT_DIR in path.parents or path in KIT_DIR.parents
+    return path == KIT_DIR or KIT_DIR in path.parents
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -53,5 +54,5 @@ def pytest_configure(config: pytest.Config) -> None:
     bad = [reason for d in devices if (reason := unusable_reason(d)) is not None]
     if bad:
         raise pytest.UsageError("uops conformance kit: " + "; ".join(bad))
-    if not any(_inside_kit(a) for a in config.args):
+    if not any(_inside_kit(a) for a in config.args):  # pytest collects a file reached twice only once
         config.args.extend(str(p) for p in kit_files())
