@@ -1,5 +1,6 @@
 """The plugin contract on ``device``: its module imports nothing heavy, its probes return a reason
-instead of raising, listing devices does not import it, and its errors say who failed and why.
+instead of raising, listing devices does not import it, and its errors say who failed and why (a CompileError
+names the compiler; bytes that do not load are a ProgramLoadError naming the plugin and kernel).
 
 Import checks run in a fresh interpreter: this one has imported everything already.
 """
@@ -14,6 +15,7 @@ from uops import AxisType, UOp
 from uops.codegen.program import get_program
 from uops.compiler import CompileError
 from uops.plugins import Device
+from uops.runtime import ProgramLoadError
 from uops.testing.kit.helpers import glob, run_child
 
 #: standard-library modules that cost milliseconds to import; a plugin module needs none of them
@@ -120,7 +122,7 @@ def test_listing_devices_imports_no_plugin(device: str) -> None:
     assert not numpy, "Device.names() imported numpy"
 
 
-def test_errors_name_the_compiler_and_the_kernel(device: str) -> None:
+def test_errors_name_the_plugin_the_compiler_and_the_kernel(device: str) -> None:
     d = Device[device]
     with pytest.raises(CompileError) as e:
         d.compiler.compile("this is not a kernel {{{ \n")
@@ -128,9 +130,11 @@ def test_errors_name_the_compiler_and_the_kernel(device: str) -> None:
     assert str(e.value).startswith(f"{e.value.compiler} failed"), str(e.value)[:300]
     r = UOp.range(7, 0, AxisType.GLOBAL)
     spec = get_program(UOp.sink(glob(0).index(r).store(glob(1).index(r).load() * 2.0)), d.renderer, d.compiler)
-    with pytest.raises(Exception, match="no_such_kernel") as missing:
+    with pytest.raises(ProgramLoadError, match="no_such_kernel") as missing:
         d.runtime.load("no_such_kernel", spec.lib)
-    assert not isinstance(missing.value, (AssertionError, KeyError)), repr(missing.value)
+    assert missing.value.plugin and missing.value.kernel == "no_such_kernel", str(missing.value)
+    with pytest.raises(ProgramLoadError, match=spec.name):
+        d.runtime.load(spec.name, spec.lib[: len(spec.lib) // 3])
 
 
 def test_the_device_is_described_by_its_status_row(device: str) -> None:
