@@ -62,6 +62,7 @@ def test_identity_is_in_the_cache_key(device: str, cache: Path, monkeypatch: pyt
     calls = _count_compiles(c, monkeypatch)  # get_program compiled and cached the kernel already
     monkeypatch.setattr(c, "identity", lambda: ident + " (upgraded)")
     assert c.cache_key(spec.src) != key, "a new compiler identity must give a new cache key"
+    clear_memory_cache()  # the in-process memo is keyed by process_identity(); the disk by identity()
     c.compile_cached(spec.src)
     assert len(calls) == 1, "an entry compiled by another compiler identity was reused"
     monkeypatch.setattr(c, "identity", lambda: ident)
