@@ -1,8 +1,10 @@
-"""Shared fixtures: ``device`` runs a test on every device whose compiler and runtime work here.
+"""Shared fixtures: ``device`` runs a core test on every device whose compiler and runtime work here.
 
-A new backend plugin gets the whole front-end suite for free. ``UOPS_TEST_DEVICES=CPU,PYTHON``
-restricts the list. The compiler's checks of its own stages (``UOPS_SPEC``, off in release runs) are
-on for every test and every subprocess a test starts.
+The per-device conformance checks are the kit's (`uops.testing.kit`, collected through
+``testpaths``); this fixture is for the core's own tests that also sweep the devices (ALU
+semantics, fuzzing, scheduling). ``UOPS_TEST_DEVICES=CPU,PYTHON`` restricts both. The
+compiler's checks of its own stages (``UOPS_SPEC``, off in release runs) are on for every test
+and every subprocess a test starts.
 """
 
 from __future__ import annotations
@@ -11,36 +13,19 @@ import os
 
 import pytest
 
+from uops.testing import devices_from_env
+from uops.testing.kit.helpers import supports_dtype
+
 os.environ.setdefault("UOPS_SPEC", "1")
 
+__all__ = ["DEVICES", "require_dtype", "supports_dtype"]
 
-def available_devices() -> list[str]:
-    """Every installed device that can compile and run on this machine (PYTHON always)."""
-    from uops.plugins import Device
-
-    names = {row.device for row in Device.status() if row.status == "ok"} | {"PYTHON"}
-    only = os.environ.get("UOPS_TEST_DEVICES", "").strip()
-    if only:
-        names &= {d.strip().upper() for d in only.split(",")}
-    return sorted(names)
-
-
-DEVICES = available_devices()
+DEVICES = devices_from_env()
 
 
 @pytest.fixture(params=DEVICES)
 def device(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def supports_dtype(device: str, dtype: object) -> bool:
-    """Whether ``device``'s renderer can compute ``dtype`` (a DType or numpy dtype; Metal has no double).
-    The unsupported case is tested on its own, as a clear DTypeNotSupportedError (tests/test_tensor.py)."""
-    from uops.dtypes import DType, from_numpy
-    from uops.plugins import Device
-
-    dt = dtype if isinstance(dtype, DType) else from_numpy(dtype)
-    return dt not in Device[device].renderer.unsupported_dtypes
 
 
 def require_dtype(device: str, dtype: object) -> None:

@@ -1,4 +1,7 @@
-"""Kernel opts on every device against numpy: odd sizes, masked tails, bad opts, random opt sequences."""
+"""Kernel opts: the heuristics, opts that do not fit, THREAD worker counts, random opt sequences on fuzzed programs.
+
+The opts each renderer kind takes, run on every device against numpy, are the conformance kit's
+(`uops.testing.kit.test_opts`)."""
 
 from __future__ import annotations
 
@@ -10,127 +13,17 @@ import pytest
 from hypothesis import given, note
 from test_fuzz import Program, check, fuzz_settings, programs
 
-from uops import AxisType, Ops, UOp, dtypes
+from uops import AxisType, UOp, dtypes
 from uops.codegen.heuristics import hand_coded_opts
 from uops.codegen.opt import Opt, OptError, OptOps, apply_opts
 from uops.codegen.program import get_program
 from uops.compiler.cache import LRU
 from uops.plugins import Device
-from uops.runtime import Buffer
+from uops.testing.kit.test_opts import bufs, col_max, matmul, run_ast
 
 U, R, L, G, GT, T = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.THREAD
 S = OptOps.SWAP
 I = OptOps.INNER
-
-
-def _bufs(n: int) -> list[UOp]:
-    return [UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), (), s) for s in range(n)]
-
-
-def matmul(m: int, n: int, k: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
-    out, a, b = _bufs(3)
-    i, j, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
-    dot = (a.index(i * k + r).load() * b.index(r * n + j).load()).reduce(r, op=Ops.ADD)
-    return UOp.sink(out.index(i * n + j).store(dot)), lambda x, y: x @ y, [(m, k), (k, n)]
-
-
-def col_max(m: int, n: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
-    """out[j] = max_i x[i, j]: a reduction over the strided axis."""
-    out, x = _bufs(2)
-    j, r = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
-    red = x.index(r * n + j).load().reduce(r, op=Ops.MAX)
-    return UOp.sink(out.index(j).store(red)), lambda a: a.max(axis=0), [(m, n)]
-
-
-def col_sum_and_copy(m: int, n: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
-    """out[j] = sum_i x[i, j] + x[0, j] * 2 beside out[n + j] = x[m - 1, j]: one store without a reduction."""
-    out, x = _bufs(2)
-    j, r = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
-    red = x.index(r * n + j).load().reduce(r, op=Ops.ADD) + x.index(j).load() * 2.0
-    last = out.index(j + n).store(x.index(j + (m - 1) * n).load())
-    return (UOp.sink(out.index(j).store(red), last),
-            lambda a: np.concatenate([a.sum(axis=0) + a[0] * 2, a[-1]]), [(m, n)])  # fmt: skip
-
-
-def scaled(n: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
-    out, x = _bufs(2)
-    i = UOp.range(n, 0, AxisType.GLOBAL)
-    return UOp.sink(out.index(i).store(x.index(i).load() * 2.0 + 1.0)), lambda a: a * 2 + 1, [(n,)]
-
-
-def run_ast(
-    device: str, ast: UOp, ref: Callable[..., np.ndarray], shapes: list[tuple[int, ...]], opts: list[Opt] | None
-) -> tuple[np.ndarray, np.ndarray]:
-    dev = Device[device]
-    spec = get_program(ast, dev.renderer, dev.compiler, opts)
-    rng = np.random.default_rng(1)
-    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    want = ref(*xs)
-    out = Buffer(dev.runtime, want.size, dtypes.float32)
-    ins = [Buffer(dev.runtime, x.size, dtypes.float32) for x in xs]
-    for b, x in zip(ins, xs):
-        b.copyin(x.ravel())
-    prog = dev.runtime.load(spec.name, spec.lib)
-    g, loc = spec.launch_dims()
-    prog(out.handle, *[b.handle for b in ins], global_size=g, local_size=loc)
-    dev.runtime.synchronize()
-    return out.numpy().reshape(want.shape), want
-
-
-def _cpu_style(device: str) -> bool:
-    return Device[device].renderer.global_max is None
-
-
-CASES = [
-    ("matmul 7x13x5", matmul(7, 13, 5), [[Opt(U, 0, 4)], [Opt(U, 1, 3), Opt(U, 0, 2)], [Opt(R, 0, 2)], [Opt(S, 0, 1)]]),
-    ("matmul 9x12x300 swapped tile", matmul(9, 12, 300), [[Opt(U, 0, 2), Opt(U, 1, 4), Opt(S, 0, 1), Opt(U, 0, 3)]]),
-    ("matmul 16^3", matmul(16, 16, 16), [[Opt(U, 0, 4), Opt(U, 1, 8), Opt(R, 0, 4)], [Opt(R, 0, 16)]]),
-    ("matmul 13x7x1003", matmul(13, 7, 1003), [[Opt(R, 0, 8), Opt(U, 0, 4)], [Opt(R, 0, 3)]]),
-    ("col max 13x7", col_max(13, 7), [[Opt(U, 0, 4)], [Opt(R, 0, 4), Opt(U, 0, 7)]]),
-    (
-        "col max 13x7 inner",
-        col_max(13, 7),
-        [[Opt(I, 0, 4)], [Opt(I, 0, 7), Opt(R, 0, 4)], [Opt(U, 0, 2), Opt(I, 0, 3)]],
-    ),
-    ("col sum 7x13 inner", col_sum_and_copy(7, 13), [[Opt(I, 0, 13)], [Opt(R, 0, 2), Opt(I, 0, 5)], [Opt(I, 0, 4)]]),
-    ("matmul 7x13x5 inner", matmul(7, 13, 5), [[Opt(I, 1, 4), Opt(U, 0, 2)], [Opt(R, 0, 2), Opt(I, 0, 7)]]),
-]
-CPU_OPTS = [[Opt(T, 0, 2)], [Opt(T, 0, 3), Opt(U, 0, 2)], [Opt(U, 0, 2), Opt(T, 0, 4)]]
-GPU_OPTS = [[Opt(L, 0, 4)], [Opt(G, 0, 4)], [Opt(GT, 0, 3), Opt(L, 0, 2)], [Opt(U, 0, 2), Opt(G, 0, 2)]]
-
-
-@pytest.mark.parametrize("name,case,opt_lists", CASES, ids=[c[0] for c in CASES])
-def test_opts_match_numpy(device: str, name: str, case, opt_lists) -> None:
-    ast, ref, shapes = case
-    extra = CPU_OPTS if _cpu_style(device) else GPU_OPTS
-    for opts in [*opt_lists, *extra, None]:
-        try:
-            got, want = run_ast(device, ast, ref, shapes, opts)
-        except OptError:
-            assert opts is not None and any(o.op in (G, GT) for o in opts)
-            assert name.startswith("col") or any(o.op is I for o in opts)
-            continue  # grouping needs a REDUCE that the opts still leave room for
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} with {opts}")
-
-
-@pytest.mark.parametrize("n", [7, 13, 1000003])
-def test_masked_tails_on_odd_sizes(device: str, n: int) -> None:
-    ast, ref, shapes = scaled(n)
-    opts = [Opt(U, 0, 4), Opt(T, 0, 2)] if _cpu_style(device) else [Opt(U, 0, 4), Opt(L, 0, 2)]
-    got, want = run_ast(device, ast, ref, shapes, opts)
-    np.testing.assert_allclose(got, want, rtol=1e-6)
-
-
-@pytest.mark.parametrize("m,n", [(7, 13), (13, 7), (1000003, 3)])
-def test_inner_loops_on_odd_sizes(device: str, m: int, n: int) -> None:
-    """A strided sum with INNER chunks that do not divide the row (masked tails), threaded on CPU."""
-    if m > 1000 and device != "CPU":
-        pytest.skip("a million-row loop is for native code; the other devices run the small cases")
-    ast, ref, shapes = col_sum_and_copy(m, n)
-    cpu = _cpu_style(device)
-    for opts in ([Opt(I, 0, 2), Opt(R, 0, 4)], [Opt(I, 0, 2), Opt(T, 0, 2)] if cpu else [Opt(I, 0, n)]):
-        got, want = run_ast(device, ast, ref, shapes, opts)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=f"{opts}")
 
 
 def test_strided_reductions_stream_rows_through_an_inner_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -158,7 +51,7 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
     gpu_opts = hand_coded_opts(ast, cuda)
     assert any(o.op is L for o in gpu_opts) and not any(o.op is T for o in gpu_opts)
     small_out = col_max(4096, 4)[0]
-    out, x = _bufs(2)
+    out, x = bufs(2)
     r = UOp.range(4096, 0, AxisType.REDUCE)
     row_sum = UOp.sink(out.index(UOp.const(dtypes.index, 0)).store(x.index(r).load().reduce(r)))
     assert any(o.op is G for o in hand_coded_opts(row_sum, cuda))
@@ -198,7 +91,7 @@ def test_inner_loops_are_bounded_and_flat() -> None:
         apply_opts(col_max(64, 4096)[0], [Opt(I, 0, 4096), Opt(R, 0, 4)], cpu)
     with pytest.raises(OptError, match="accumulators exceed the INNER limit"):
         apply_opts(col_max(64, 4096)[0], [Opt(R, 0, 4), Opt(I, 0, 4096)], cpu)
-    out, x = _bufs(2)
+    out, x = bufs(2)
     j, r, s = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(8, 1, AxisType.REDUCE), UOp.range(8, 2, AxisType.REDUCE)
     nested = (x.index(r * 8 + j).load() + x.index(s * 8 + j).load().reduce(s)).reduce(r)
     with pytest.raises(OptError, match="reduction inside another"):

@@ -1,4 +1,4 @@
-"""The `uops` command: `uops devices`, and (filled in by their owners) `demo`, `compile`, `bench`.
+"""The `uops` command: `uops devices`, `demo`, `compile`, `bench`, `conformance`.
 
 Errors are one plain sentence on stderr and a non-zero exit; `--debug` adds the traceback.
 """
@@ -129,6 +129,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_conformance(args: argparse.Namespace) -> int:
+    """The conformance kit on one installed device: exit 0 only when every check passes, 2 when it cannot run."""
+    from uops.cli import conformance
+
+    extra = [a for a in args.pytest_args if a != "--list"]
+    try:
+        rc = conformance.run(args.device, extra, list_only=args.list or len(extra) < len(args.pytest_args))
+    except conformance.NotRunnable as e:
+        print(f"uops conformance: error: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    return EXIT_OK if rc == 0 else EXIT_ERROR
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (separate from main() so tests and docs can inspect it)."""
     parser = argparse.ArgumentParser(prog="uops", description="uops: a slim tensor compiler with plugin backends")
@@ -164,6 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="device for the ops suite (default: CPU if available)")
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser(
+        "conformance",
+        help="run the conformance kit every backend must pass on an installed device (needs uops[testing])",
+        description="Run the conformance kit (uops.testing) on DEVICE with pytest; "
+        "arguments after DEVICE go to pytest (e.g. -k tensor -x).",
+    )
+    p.add_argument("device", metavar="DEVICE", help="an installed device (see `uops devices`)")
+    p.add_argument("--list", action="store_true", help="list the checks instead of running them")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
+    p.set_defaults(func=cmd_conformance)
 
     for p in sub.choices.values():
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")

@@ -19,7 +19,9 @@ from uops.ir.alu import ALU, eval_array
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.serialize import uops_from_data
 from uops.ir.uop import UOp
-from uops.runtime import Allocator, HostAllocator, Program, Runtime
+from uops.runtime import Allocator, HostAllocator, Program, ProgramLoadError, Runtime
+
+_PLUGIN = __name__.rpartition(".")[0]  # uops.backends.python, as ProgramLoadError names a plugin
 
 
 class InterpreterError(RuntimeError):
@@ -81,10 +83,11 @@ class PythonProgram(Program):
         try:
             data = json.loads(lib)
             self.uops: list[UOp] = uops_from_data(data["program"])
-        except (ValueError, KeyError) as e:
-            raise InterpreterError(f"cannot load PYTHON program {name!r}: {e}") from e
+        except (ValueError, KeyError, TypeError) as e:
+            raise ProgramLoadError(_PLUGIN, name, f"not a serialised PYTHON program: {e}") from e
         if data.get("name") != name:
-            raise InterpreterError(f"this binary holds kernel {data.get('name')!r}, not {name!r}")
+            found = f"this binary holds kernel {data.get('name')!r}, not {name!r}"
+            raise ProgramLoadError(_PLUGIN, name, found) from InterpreterError(found)
         self.name = name
         self.ends: dict[int, int] = {}
         self.starts: dict[int, int] = {}

@@ -58,7 +58,9 @@ typedef unsigned short ushort;
 typedef unsigned int uint;
 typedef unsigned long ulong;
 typedef _Float16 half;
-#if __METAL_VERSION__ >= 310
+#if __METAL_VERSION__ >= 310 && defined(UOPS_GPU_SHIM_H)
+typedef uops_shim_bf16 bfloat; /* emulated: clang's __bf16 arithmetic needs compiler-rt at load time */
+#elif __METAL_VERSION__ >= 310
 typedef __bf16 bfloat;
 #endif
 typedef __SIZE_TYPE__ size_t;
@@ -76,7 +78,7 @@ template <class T> struct uops_metal_lanes { static constexpr int n = 1; typedef
 UOPS_METAL_VEC(bool) UOPS_METAL_VEC(char) UOPS_METAL_VEC(uchar) UOPS_METAL_VEC(short) UOPS_METAL_VEC(ushort)
 UOPS_METAL_VEC(int) UOPS_METAL_VEC(uint) UOPS_METAL_VEC(long) UOPS_METAL_VEC(ulong)
 UOPS_METAL_VEC(half) UOPS_METAL_VEC(float)
-#if __METAL_VERSION__ >= 310
+#if __METAL_VERSION__ >= 310 && !defined(UOPS_GPU_SHIM_H)
 UOPS_METAL_VEC(bfloat)
 #endif
 #undef UOPS_METAL_VEC
