@@ -136,3 +136,18 @@ def test_new_plugin_writes_a_distribution(tmp_path: Path, like: str, capsys: pyt
     assert f"wrote {root / 'pyproject.toml'}" in capsys.readouterr().out
     with pytest.raises(FileExistsError, match="already exists"):
         write_plugin("my_dev", like=like, dest=tmp_path, existing=[])
+
+
+def test_doc_links_stay_in_the_repository() -> None:
+    """Every relative link in the docs names a file of the repository (no design notes kept outside it)."""
+    repo = Path(__file__).resolve().parent.parent
+    pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md")), *sorted(repo.glob("plugins/*/README.md"))]
+    checked = 0
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = (page.parent / target.split("#", 1)[0]).resolve()
+            assert repo in path.parents and path.exists(), f"{page.relative_to(repo)} links to {target}"
+            checked += 1
+    assert checked >= 3
