@@ -20,6 +20,7 @@ from uops.cli import error_summary, main
 from uops.cli.new_plugin import api_range, plugin_names, write_plugin
 from uops.compiler import CompileError, Compiler
 from uops.plugins import Backend, Device, register_backend, unregister_backend
+from venv_helpers import Venv, make_venv
 
 GCC_MESSAGE = (
     "kernel.c:3:3: error: unknown type name '__fp16'\n    3 |   __fp16 val0 = *(data1+ridx0);\n      |   ^~~~~~"
@@ -151,3 +152,119 @@ def test_doc_links_stay_in_the_repository() -> None:
             assert repo in path.parents and path.exists(), f"{page.relative_to(repo)} links to {target}"
             checked += 1
     assert checked >= 3
+
+
+# ---------------------------------------------------------------------------------------------
+# the template out of tree: pip install (not editable) next to the core alone, then the kit
+# ---------------------------------------------------------------------------------------------
+
+# one mistake each that a plugin author could make, and the kit must catch: (file, old text, new text)
+BROKEN: dict[str, list[tuple[str, str, str]]] = {
+    "gccwrong": [
+        ("renderer.py", "from uops.ir.uop import UOp\n", "from uops.ir.ops import Ops\nfrom uops.ir.uop import UOp\n"),
+        ("renderer.py", "    unsupported_dtypes = frozenset({dtypes.bfloat16})\n",
+         "    unsupported_dtypes = frozenset({dtypes.bfloat16})\n"
+         "    code_for_op = {**CStyleRenderer.code_for_op, Ops.SQRT: lambda x, dt: f'({x}*0.5f)'}\n"),
+    ],
+    "gccprobe": [
+        ("__init__.py", "def probe_runtime() -> str | None:\n",
+         "def probe_runtime() -> str | None:\n    raise RuntimeError('the driver handshake failed')\n"),
+    ],
+    "gccheavy": [("__init__.py", "import os\n", "import os\n\nimport numpy  # noqa: F401\n")],
+}  # fmt: skip
+
+
+def _break(root: Path, module: str, edits: list[tuple[str, str, str]]) -> None:
+    for file, old, new in edits:
+        path = root / module / file
+        text = path.read_text()
+        assert old in text, f"the template changed: {old!r} is no longer in {file}"
+        path.write_text(text.replace(old, new, 1))
+
+
+@pytest.fixture(scope="module")
+def kit_venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """One venv: the core (with pytest) and, from one pip call, the template's plugins built out of tree."""
+    root = tmp_path_factory.mktemp("new-plugin")
+    src = root / "src"
+    dirs = [
+        write_plugin("gcc", like="cpu", dest=src, existing=[]),
+        write_plugin("gpuex", like="gpu", dest=src, existing=[]),
+    ]
+    for name, edit in BROKEN.items():
+        dirs.append(write_plugin(name, like="cpu", dest=src, existing=[]))
+        _break(dirs[-1], f"uops_{name}", edit)
+    venv = make_venv(root / "venv", extra=("pytest", "setuptools"))
+    venv.pip_install("--no-build-isolation", *dirs)
+    return venv
+
+
+def _conformance(venv: Venv, device: str, *pytest_args: str, alone: bool = True) -> tuple[int, str]:
+    others = [d for d in ("GCC", "GPUEX", *(n.upper() for n in BROKEN)) if d != device]
+    env = {"UOPS_CACHE_DIR": str(venv.path / "cache"), **({"UOPS_DISABLE_PLUGINS": ",".join(others)} if alone else {})}
+    r = venv.uops("conformance", device, *pytest_args, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_template_plugin_passes_the_kit(kit_venv: Venv) -> None:
+    rows = kit_venv.devices_json(env={"UOPS_DISABLE_PLUGINS": "GCCPROBE"})
+    assert rows["GCC"]["status"] == "ok" and rows["GCC"]["distribution"] == "uops-gcc", rows["GCC"]
+    assert rows["GCC"]["api_range"] == api_range()[len("uops") :]
+    site = kit_venv.run_python("import uops_gcc; print(uops_gcc.__file__)").stdout
+    assert "site-packages" in site  # installed, not a checkout on the path
+    rc, out = _conformance(kit_venv, "GCC")
+    assert rc == 0, out
+    assert " passed" in out and " failed" not in out
+
+
+@pytest.mark.slow
+def test_gpu_template_renders_builds_and_runs(kit_venv: Venv) -> None:
+    r = kit_venv.uops("compile", "--device", "GPUEX", "(a*b).sum(axis=1).relu()", "--stages")
+    assert r.returncode == 0, r.stderr
+    assert 'extern "C" __kernel void __bounds__(' in r.stdout and "local_id.x" in r.stdout
+    out = kit_venv.run_python(
+        """
+        import numpy as np
+        from uops import Tensor
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        got = (Tensor(a, device="GPUEX") * 2).sum(axis=1).numpy()
+        assert np.allclose(got, (a * 2).sum(axis=1)), got
+        print("ok")
+        """
+    )
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.slow
+def test_a_wrong_result_fails_the_kit_naming_the_op(kit_venv: Venv) -> None:
+    rc, out = _conformance(kit_venv, "GCCWRONG", "-k", "unary")
+    assert rc == 1, out
+    assert "FAILED" in out and "test_unary[sqrt]" in out
+
+
+@pytest.mark.slow
+def test_a_raising_probe_fails_the_kit_naming_it(kit_venv: Venv) -> None:
+    rc, out = _conformance(kit_venv, "GCCPROBE")
+    assert rc != 0, out
+    assert "probe_runtime() raised RuntimeError: the driver handshake failed" in out
+    assert "uops-gccprobe" in out
+
+
+@pytest.mark.slow
+def test_a_heavy_import_fails_the_kit_naming_it(kit_venv: Venv) -> None:
+    rc, out = _conformance(kit_venv, "GCCHEAVY", "-k", "import")
+    assert rc == 1, out
+    assert "numpy" in out and "uops_gccheavy" in out
+
+
+def test_the_guides_worked_example_is_what_the_template_writes(tmp_path: Path) -> None:
+    """docs/plugin-guide.md section 0 runs `uops new-plugin gcc` and lists its files: both match the template."""
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "plugin-guide.md").read_text()
+    section = guide.split("## 0. ", 1)[1].split("\n## ", 1)[0]
+    assert "$ uops new-plugin gcc --dest /tmp" in section and "$ uops conformance GCC" in section
+    listed = set(re.findall(r"^\| `([\w./]+)` \|", section, re.M))
+    root = write_plugin("gcc", dest=tmp_path, existing=[])
+    written = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {"README.md"}
+    assert listed == written
+    assert 'GCC = "uops_gcc"' in (root / "pyproject.toml").read_text()
