@@ -148,12 +148,12 @@ def cmd_conformance(args: argparse.Namespace) -> int:
 
 def cmd_new_plugin(args: argparse.Namespace) -> int:
     """Write a plugin distribution from the shipped template, then say how to build and check it."""
-    from uops.cli.new_plugin import write_plugin
+    from uops.cli.new_plugin import PluginNames, write_plugin
 
     root = write_plugin(args.name, like=args.like, dest=Path(args.dest))
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         print(f"wrote {path}")
-    device = args.name.upper()
+    device = PluginNames(args.name).device
     print(f"next: pip install {root} && uops conformance {device}; then adapt it (the uops plugin guide)")
     return EXIT_OK
 
