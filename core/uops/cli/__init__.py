@@ -1,4 +1,4 @@
-"""The `uops` command: `uops devices`, `demo`, `compile`, `bench`, `conformance`.
+"""The `uops` command: `uops devices`, `demo`, `compile`, `bench`, `conformance`, `new-plugin`.
 
 Errors are one plain sentence on stderr and a non-zero exit; `--debug` adds the traceback.
 """
@@ -28,6 +28,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
     from uops.plugins import Device
 
     rows = [row_dict(s) for s in Device.status()]
+    if getattr(args, "debug", False):
+        for device, error in Device.errors().items():
+            print(f"--- {device}: the error that quarantined it ---", file=sys.stderr)
+            traceback.print_exception(error, file=sys.stderr)
     if args.json:
         print(json.dumps({"uops_version": uops.__version__, "backends": rows}, indent=2))
         return EXIT_OK
@@ -142,6 +146,18 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return EXIT_OK if rc == 0 else EXIT_ERROR
 
 
+def cmd_new_plugin(args: argparse.Namespace) -> int:
+    """Write a plugin distribution from the shipped template, then say how to build and check it."""
+    from uops.cli.new_plugin import PluginNames, write_plugin
+
+    root = write_plugin(args.name, like=args.like, dest=Path(args.dest))
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        print(f"wrote {path}")
+    device = PluginNames(args.name).device
+    print(f"next: pip install {root} && uops conformance {device}; then adapt it (the uops plugin guide)")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (separate from main() so tests and docs can inspect it)."""
     parser = argparse.ArgumentParser(prog="uops", description="uops: a slim tensor compiler with plugin backends")
@@ -189,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
     p.set_defaults(func=cmd_conformance)
 
+    p = sub.add_parser("new-plugin", help="write a ready-to-build backend plugin distribution (uops-NAME/)")
+    p.add_argument("name", metavar="NAME", help="the device name (an identifier; module uops_NAME, dist uops-NAME)")
+    p.add_argument("--like", choices=("cpu", "gpu"), default="cpu", help="cpu: C via the system cc; gpu: GPU-style C")
+    p.add_argument("--dest", default=".", metavar="DIR", help="where uops-NAME/ is written (default: here)")
+    p.set_defaults(func=cmd_new_plugin)
+
     for p in sub.choices.values():
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")
     return parser
@@ -210,10 +232,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         else:
-            lines = str(e).strip().splitlines() or [type(e).__name__]
-            more = " (details: rerun with --debug)" if len(lines) > 1 else ""
-            print(f"uops {args.command}: error: {lines[0]}{more}", file=sys.stderr)
+            first, more = error_summary(e)
+            hint = " (details: rerun with --debug)" if more else ""
+            print(f"uops {args.command}: error: {first}{hint}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def error_summary(e: BaseException) -> tuple[str, bool]:
+    """The one line the CLI shows for an error, and whether --debug would show more.
+
+    A CompileError's own first line only names the compiler, so the line shown is that name and
+    the first line of the compiler's message (where the actual error is).
+    """
+    from uops.compiler import CompileError
+
+    if isinstance(e, CompileError):
+        said = next((line.strip() for line in e.message.splitlines() if line.strip()), "(no message)")
+        return f"{e.compiler or 'the compiler'} failed: {said}", True
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    return lines[0], len(lines) > 1
 
 
 if __name__ == "__main__":

@@ -83,11 +83,22 @@ class DeviceHandle:
         """The runtime's allocator."""
         return self.runtime.allocator
 
+    def _check_arch(self, arch: str | None) -> None:
+        """An architecture must be one of the backend's `targets` (the factories are only promised those)."""
+        if arch is None or arch in self.targets:
+            return
+        known = ", ".join(self.targets) if self.targets else "none (it compiles only for its default: pass no arch)"
+        raise PluginError(f"{self.name} has no target {arch!r}; its targets are: {known}")
+
     def target(self, arch: str | None = None) -> Target:
-        """The compile target for `arch` (None: the default one): cross-compiling, without the hardware."""
+        """The compile target for `arch` (None: the default one): cross-compiling, without the hardware.
+
+        Raises PluginError naming the valid ones when `arch` is not one of the backend's `targets`.
+        """
         with self._lock:
             t = self._targets.get(arch)
             if t is None:
+                self._check_arch(arch)
                 self._need_compile()
                 if arch is None:
                     renderer, compiler = self.renderer, self.compiler

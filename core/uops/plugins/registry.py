@@ -425,6 +425,14 @@ class Registry:
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
+    def errors(self) -> dict[str, BaseException]:
+        """The exception behind each quarantined plugin (import, hook or probe failure), by device.
+
+        `status` gives the reason in words; this keeps the traceback for `uops --debug devices`.
+        Call it after `status` (which loads every plugin).
+        """
+        return {name: rec.error for name, rec in sorted(self._discover().items()) if rec.error is not None}
+
     def status(self) -> list[PluginStatus]:
         """Load and probe every discovered backend; one row each, for `uops devices`."""
         rows = []

@@ -3,6 +3,21 @@
 Rendering is driven by ``code_for_op`` (op -> C expression) and the renderer's PatternMatcher
 (``extra_matcher``, applied during lowering). Subclasses set the hooks: kernel signature,
 buffer qualifiers, launch indices, barriers, local memory, vector types and the type map.
+
+The defaults are clang's C: ``__fp16`` for float16 (a storage type; arithmetic happens in
+float), ``__bf16`` for bfloat16 and ``__builtin_bit_cast`` for BITCAST. Other compilers need
+overrides in the subclass:
+
+  clang                           the defaults; clang 14 on x86 has no ``__bf16`` and no ``_Float16``
+                                  (the CPU plugin declares bfloat16 unsupported)
+  gcc >= 12 (x86-64, aarch64)     no ``__fp16`` on x86: ``_Float16`` for float16; no ``__bf16`` before
+                                  gcc 13 (declare bfloat16 unsupported); no ``__builtin_bit_cast`` in C
+                                  (a union, as ``uops new-plugin --like cpu`` writes it)
+  C++ (GPU dialects, nvcc, hipcc)  ``bool`` for bool, ``__restrict`` for ``buffer_suffix``, and the
+                                  toolkit's half/bfloat16 class names (uops-cuda: ``half``, ``__nv_bfloat16``)
+
+A dtype the target's compiler has no type for belongs in ``unsupported_dtypes``: kernels that use
+it then fail in the lowering with a clear error instead of in the compiler.
 """
 
 from __future__ import annotations
@@ -26,6 +41,16 @@ def _fn(name32: str, name64: str) -> Callable[[str, DType], str]:
 
 
 class CStyleRenderer(Renderer):
+    """The C-family renderer: one walk over the linear uops (``render``) and small hooks to override.
+
+    Class attributes spell the language: ``kernel_prefix`` (before the kernel's name, e.g.
+    ``__global__ void``), ``buffer_prefix``/``buffer_suffix``/``const_buffer_prefix`` (around a
+    buffer parameter's type), ``var_type`` (the C type of a scalar variable: ``int``, as the
+    runtime passes int32), ``smem_prefix`` (local memory), ``barrier`` (a workgroup barrier
+    statement), ``launch_index`` (GPU-style index spellings), ``type_map`` (dtype -> C type; see
+    the module docstring for what each compiler accepts) and ``code_for_op`` (op -> expression).
+    """
+
     kernel_prefix = "void"
     buffer_prefix = ""
     buffer_suffix = " restrict"
@@ -87,6 +112,7 @@ class CStyleRenderer(Renderer):
 
     # ----- hooks -----
     def render_dtype(self, dt: DType) -> str:
+        """The C type of a dtype: pointers add ``*``, vectors go to ``render_vector_type``, scalars to ``type_map``."""
         if isinstance(dt, PtrDType):
             return self.render_dtype(dt.base) + "*"
         if dt.count > 1:
@@ -97,6 +123,7 @@ class CStyleRenderer(Renderer):
             raise ValueError(f"{type(self).__name__} has no C type for {dt!r}") from None
 
     def render_vector_type(self, dt: DType) -> str:
+        """A vector type's name (default ``float4``: the scalar name and the lane count; declare it in a prelude)."""
         return f"{self.type_map[dt.scalar()]}{dt.count}"
 
     def render_vector_pointer(self, dt: DType) -> str:
@@ -125,12 +152,15 @@ class CStyleRenderer(Renderer):
         ]
 
     def render_vectorize(self, dt: DType, parts: list[str]) -> str:
+        """A vector built from lane expressions (default: a compound literal; C++ dialects use a make_ function)."""
         return f"(({self.render_dtype(dt)}){{{', '.join(parts)}}})"
 
     def render_gep(self, vec: str, lane: int, dt: DType) -> str:
+        """One lane of a vector (default ``v[i]``, a clang vector extension; CUDA uses ``v.x``)."""
         return f"{vec}[{lane}]"
 
     def render_const(self, value: bool | int | float, dt: DType) -> str:
+        """A literal of exactly ``dt`` (suffixes, casts for narrow types; NaN and inf through builtins)."""
         if dtypes.is_float(dt):
             f = float(value)
             if math.isnan(f):
@@ -154,15 +184,18 @@ class CStyleRenderer(Renderer):
         return str(v) if dt == dtypes.int32 else f"(({self.render_dtype(dt)}){v})"
 
     def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        """A value conversion (C's cast); dialects whose half classes convert ambiguously go through float."""
         return f"(({self.render_dtype(dst)})({x}))"
 
     def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+        """Reinterpret the bits of ``x`` (same size): ``__builtin_bit_cast``, which gcc has only in C++."""
         return f"(__builtin_bit_cast({self.render_dtype(dst)}, {x}))"
 
     # GPU-style renderers spell their launch indices here: "gidx"/"lidx" -> a format of {axis} (x, y, z)
     launch_index: dict[str, str] = {}
 
     def render_special(self, u: UOp) -> str:
+        """A launch index (SPECIAL gidxN / lidxN) through ``launch_index``; CPU-style renderers have none."""
         name: str = u.arg
         if not self.launch_index:
             raise NotImplementedError(f"{type(self).__name__} has no launch indices; SPECIAL {name} cannot be rendered")
@@ -172,18 +205,25 @@ class CStyleRenderer(Renderer):
         return spelling.format(axis="xyz"[int(name[4:])])
 
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
+        """The whole source: the kernel ``name`` (the name the runtime's ``load`` resolves) around its body.
+
+        Override to add a prelude (includes, helpers) or launch bounds; ``uops`` is the kernel for inspection.
+        """
         return f"{self.kernel_prefix} {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
 
     def render_param_buffer(self, u: UOp, name: str, written: bool) -> str:
+        """A buffer parameter (``data<slot>``): ``const`` unless the kernel stores to it."""
         assert isinstance(u.dtype, PtrDType)
         const = "" if written else self.const_buffer_prefix
         return f"{self.buffer_prefix}{const}{self.render_dtype(u.dtype.base)}*{self.buffer_suffix} {name}"
 
     def render_param_var(self, u: UOp) -> str:
+        """A scalar variable parameter (DEFINE_VAR): ``var_type`` and its name; passed after the buffers, by name."""
         return f"{self.var_type} {u.arg[0]}"
 
     # ----- the walk -----
     def render(self, name: str, uops: list[UOp]) -> str:
+        """Linear uops -> source: parameters (buffers by slot, then variables by name), then one statement per uop."""
         r: dict[UOp, str] = {}
         params: list[str] = []
         body: list[str] = []
