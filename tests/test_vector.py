@@ -8,20 +8,20 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from test_opt import _bufs, matmul, run_ast
 
 from uops import AxisType, Ops, UOp, dtypes
 from uops.codegen.lowerer import multiple_of
 from uops.codegen.opt import Opt, OptOps
 from uops.codegen.program import get_program
 from uops.plugins import Device
+from uops.testing.kit.test_opts import bufs, matmul, run_ast
 
 U, S = OptOps.UPCAST, OptOps.SWAP
 
 
 def shifted(n: int, shift: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
     """out[i] = x[i + shift] * 3: the reads start ``shift`` elements past an aligned address."""
-    out, x = _bufs(2)
+    out, x = bufs(2)
     i = UOp.range(n, 0, AxisType.GLOBAL)
     return UOp.sink(out.index(i).store(x.index(i + shift).load() * 3.0)), lambda a: a[shift:] * 3, [(n + shift,)]
 
@@ -81,7 +81,7 @@ def test_a_misaligned_run_keeps_only_its_aligned_part_as_a_vector() -> None:
 
 def test_python_interpreter_runs_vector_loads_with_a_gate() -> None:
     """A gated vector load (one gate for all lanes) reads the pad vector where the gate is false."""
-    out, x = _bufs(2)
+    out, x = bufs(2)
     i, j = UOp.range(6, 0, AxisType.GLOBAL), UOp.range(4, 1, AxisType.GLOBAL)
     valid = i < 3
     val = x.index(i * 4 + j, valid).load(UOp.const(dtypes.float32, -1.0))
