@@ -47,28 +47,33 @@ def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp:
     return UOp(Ops.VIEW, buf.dtype, (buf,), ShapeTracker.from_shape(shape))
 
 
+def _shape_from_sources(n: UOp) -> tuple[int, ...]:
+    """The shape of ``n`` given its sources' shapes (in ``_shapes``)."""
+    if n.op is Ops.BUFFER:
+        return (n.arg[1],)
+    if n.op is Ops.VIEW:
+        return n.arg.shape  # type: ignore[no-any-return]
+    if n.op in (Ops.CONST, Ops.DEFINE_VAR):
+        return ()
+    if n.op is Ops.REDUCE_AXIS:
+        src = _shapes[n.src[0]]
+        return tuple(1 if i in n.arg[1] else s for i, s in enumerate(src))
+    if n.src:
+        return _shapes[n.src[-1]] if n.op is Ops.WHERE else _shapes[n.src[0]]
+    raise TypeError(f"{n.op} is not a tensor-level node")
+
+
 def shape_of(u: UOp) -> tuple[int, ...]:
     """The shape of a tensor-level node (memoized; iterative, so deep graphs are fine)."""
     s = _shapes.get(u)
     if s is not None:
         return s
+    if u.op is Ops.VIEW or all(x in _shapes for x in u.src):  # a new node over known ones: no walk
+        s = _shapes[u] = _shape_from_sources(u)
+        return s
     for n in u.toposort(gate=lambda x: x not in _shapes):
-        if n in _shapes:
-            continue
-        if n.op is Ops.BUFFER:
-            sh: tuple[int, ...] = (n.arg[1],)
-        elif n.op is Ops.VIEW:
-            sh = n.arg.shape
-        elif n.op in (Ops.CONST, Ops.DEFINE_VAR):
-            sh = ()
-        elif n.op is Ops.REDUCE_AXIS:
-            src = _shapes[n.src[0]]
-            sh = tuple(1 if i in n.arg[1] else s for i, s in enumerate(src))
-        elif n.src:
-            sh = _shapes[n.src[-1]] if n.op is Ops.WHERE else _shapes[n.src[0]]
-        else:
-            raise TypeError(f"{n.op} is not a tensor-level node")
-        _shapes[n] = sh
+        if n not in _shapes:
+            _shapes[n] = _shape_from_sources(n)
     return _shapes[u]
 
 
