@@ -530,8 +530,9 @@ def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...
     graphs with equal keys schedule to the same kernels. Also returns the graph's nodes (toposort) and its
     input buffers (slot order).
 
-    A realized node is an input: its value's view and buffer slot, and whether that value is one constant
-    everywhere (the reduction folding looks at that)."""
+    A realized node is an input (its value's view and buffer slot). What lowering looks at below it (whether
+    it is one value everywhere) is not in the key: a graph that lowering or substitution rewrites has new
+    roots, and ``_to_plan`` makes no plan for it."""
     nodes = UOp.sink(*roots).toposort(gate=lambda x: x not in realized)
     pos: dict[UOp, int] = {}
     slots: dict[UOp, int] = {}
@@ -550,8 +551,7 @@ def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...
         pos[n] = i
         r = realized.get(n)
         if r is not None:
-            v = _uniform_value(n)
-            entries.append(("R", r.arg, slot(r.src[0]), None if v is None else UOp.const(n.dtype, v)))
+            entries.append(("R", r.arg, slot(r.src[0])))
         elif n.op is Ops.BUFFER:
             entries.append(("B", slot(n)))
         elif not n.src:
