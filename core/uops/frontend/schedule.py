@@ -52,7 +52,7 @@ def _shape_from_sources(n: UOp) -> tuple[int, ...]:
     if n.op is Ops.BUFFER:
         return (n.arg[1],)
     if n.op is Ops.VIEW:
-        return n.arg.shape  # type: ignore[no-any-return]
+        return n.arg.shape
     if n.op in (Ops.CONST, Ops.DEFINE_VAR):
         return ()
     if n.op is Ops.REDUCE_AXIS:
