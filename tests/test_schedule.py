@@ -301,3 +301,66 @@ def test_numpy_of_a_permuted_result_is_one_kernel():
     assert len(kernels(y)) == 1
     y.numpy()
     assert kernels(y) == []  # realized straight into the transposed layout: no copy for numpy()
+
+
+# ----- the plan cache -----
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the schedules built from scratch (cache misses); the cache starts empty."""
+    from uops.frontend import schedule
+
+    schedule._plans.clear()
+    calls: list[int] = []
+    real = schedule._build_schedule
+
+    def counting(roots, default_device):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(roots, default_device)
+
+    monkeypatch.setattr(schedule, "_build_schedule", counting)
+    return calls
+
+
+def test_a_repeated_op_on_new_inputs_reuses_the_plan(builds: list[int]) -> None:
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
+    first = Tensor(a, device="PYTHON")
+    x = (first + 1).sum(0)
+    (first_item,) = kernels(x)
+    np.testing.assert_allclose(x.numpy(), (a + 1).sum(0), rtol=1e-5)
+    assert len(builds) == 1
+    second = Tensor(b, device="PYTHON")
+    y = (second + 1).sum(0)
+    (item,) = y.schedule()
+    assert len(builds) == 1  # the plan was reused: no second scheduling
+    assert item.ast is first_item.ast  # the same kernel, reading the new input into a new output
+    assert item.bufs[1] is second.uop.src[0] and item.bufs[0] is not first_item.bufs[0]
+    np.testing.assert_allclose(y.numpy(), (b + 1).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(x.numpy(), (a + 1).sum(0), rtol=1e-5)  # the first result is its own
+
+
+@pytest.mark.parametrize(
+    "other", [np.ones((8, 4), np.float32), np.ones((8, 8), np.int32), np.ones((8, 8), np.float32)], ids=str
+)
+def test_another_shape_dtype_or_constant_is_scheduled_anew(builds: list[int], other: np.ndarray) -> None:
+    (Tensor(np.ones((8, 8), np.float32), device="PYTHON") + 1).sum(0).numpy()
+    c = 2 if other.shape == (8, 8) and other.dtype == np.float32 else 1
+    y = (Tensor(other, device="PYTHON") + c).sum(0)
+    np.testing.assert_array_equal(y.numpy(), (other + c).sum(0))
+    assert len(builds) == 2
+
+
+def test_a_realized_constant_and_a_realized_array_do_not_share_a_plan(builds: list[int]) -> None:
+    # both inputs are realized lazy nodes of one shape and dtype; only the first is one value everywhere,
+    # which the reduction folds: the second must be reduced for real
+    uniform = Tensor.ones((4, 4), device="PYTHON") * 3
+    alias = Tensor(uniform)
+    uniform.realize()
+    assert alias.sum().item() == 48.0
+    arr = np.arange(16, dtype=np.float32).reshape(4, 4)
+    varied = Tensor(arr, device="PYTHON") * 1
+    alias2 = Tensor(varied)
+    varied.realize()
+    assert alias2.sum().item() == arr.sum()

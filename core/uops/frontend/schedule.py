@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from uops.compiler.cache import LRU, size_from_env
 from uops.dtypes import DType, dtypes, truncate
 from uops.ir.alu import eval_scalar
 from uops.ir.ops import AxisType, GroupOp, Ops
@@ -46,28 +47,33 @@ def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp:
     return UOp(Ops.VIEW, buf.dtype, (buf,), ShapeTracker.from_shape(shape))
 
 
+def _shape_from_sources(n: UOp) -> tuple[int, ...]:
+    """The shape of ``n`` given its sources' shapes (in ``_shapes``)."""
+    if n.op is Ops.BUFFER:
+        return (n.arg[1],)
+    if n.op is Ops.VIEW:
+        return n.arg.shape
+    if n.op in (Ops.CONST, Ops.DEFINE_VAR):
+        return ()
+    if n.op is Ops.REDUCE_AXIS:
+        src = _shapes[n.src[0]]
+        return tuple(1 if i in n.arg[1] else s for i, s in enumerate(src))
+    if n.src:
+        return _shapes[n.src[-1]] if n.op is Ops.WHERE else _shapes[n.src[0]]
+    raise TypeError(f"{n.op} is not a tensor-level node")
+
+
 def shape_of(u: UOp) -> tuple[int, ...]:
     """The shape of a tensor-level node (memoized; iterative, so deep graphs are fine)."""
     s = _shapes.get(u)
     if s is not None:
         return s
+    if u.op is Ops.VIEW or all(x in _shapes for x in u.src):  # a new node over known ones: no walk
+        s = _shapes[u] = _shape_from_sources(u)
+        return s
     for n in u.toposort(gate=lambda x: x not in _shapes):
-        if n in _shapes:
-            continue
-        if n.op is Ops.BUFFER:
-            sh: tuple[int, ...] = (n.arg[1],)
-        elif n.op is Ops.VIEW:
-            sh = n.arg.shape
-        elif n.op in (Ops.CONST, Ops.DEFINE_VAR):
-            sh = ()
-        elif n.op is Ops.REDUCE_AXIS:
-            src = _shapes[n.src[0]]
-            sh = tuple(1 if i in n.arg[1] else s for i, s in enumerate(src))
-        elif n.src:
-            sh = _shapes[n.src[-1]] if n.op is Ops.WHERE else _shapes[n.src[0]]
-        else:
-            raise TypeError(f"{n.op} is not a tensor-level node")
-        _shapes[n] = sh
+        if n not in _shapes:
+            _shapes[n] = _shape_from_sources(n)
     return _shapes[u]
 
 
@@ -453,8 +459,8 @@ class Schedule:
     done: dict[UOp, UOp]  # every lazy node made a buffer -> its VIEW(BUFFER); registered after running
 
 
-def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
-    """Kernels and copies that realize ``roots`` (nothing runs here)."""
+def _build_schedule(roots: list[UOp], default_device: str) -> tuple[Schedule, list[UOp]]:
+    """Kernels and copies that realize ``roots``, and the buffers made for them in order."""
     roots = list(graph_rewrite(UOp.sink(*roots), lower_reduces).src)
     roots = _substitute_realized(roots)
     # a root that expands a computed value needs only that value as a buffer: the expanding view stays a view
@@ -495,4 +501,118 @@ def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
         else:
             views.append(buffer_view(bufmap[r], shape_of(r)))
     done = {n: buffer_view(bufmap[n], shape_of(n)) for n in order}
-    return Schedule(items, views, done)
+    return Schedule(items, views, done), list(bufmap.values())
+
+
+#: (dtype, buffer reference, ShapeTracker) of a VIEW(BUFFER), or ShapeTracker None for the BUFFER itself
+_ViewRef = tuple[DType, int, ShapeTracker | None]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A schedule with its buffers as references: below ``n_inputs``, the graph's input buffers in the order
+    they were met; from there on, fresh buffers ``(device, size, dtype)``. Lazy nodes are positions in the
+    graph's toposort."""
+
+    n_inputs: int
+    fresh: tuple[tuple[str, int, DType], ...]
+    items: tuple[tuple[str, str, tuple[int, ...], UOp | None, tuple[int, ...]], ...]
+    root_views: tuple[_ViewRef, ...]
+    done: tuple[tuple[int, _ViewRef], ...]
+
+
+#: graph structure (see ``_graph_key``) -> its plan; ``UOPS_SCHEDULE_CACHE`` (default 256) kept
+_plans: LRU[tuple[object, ...], _Plan] = LRU(size_from_env("UOPS_SCHEDULE_CACHE", 256))
+
+
+def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...], list[UOp], list[UOp]]:
+    """The structure of a lazy graph with its input buffers abstracted to (dtype, device, size) slots: two
+    graphs with equal keys schedule to the same kernels. Also returns the graph's nodes (toposort) and its
+    input buffers (slot order).
+
+    A realized node is an input (its value's view and buffer slot). What lowering looks at below it (whether
+    it is one value everywhere) is not in the key: a graph that lowering or substitution rewrites has new
+    roots, and ``_to_plan`` makes no plan for it."""
+    nodes = UOp.sink(*roots).toposort(gate=lambda x: x not in realized)
+    pos: dict[UOp, int] = {}
+    slots: dict[UOp, int] = {}
+    inputs: list[UOp] = []
+    entries: list[object] = [default_device]
+
+    def slot(b: UOp) -> int:
+        i = slots.get(b)
+        if i is None:
+            i = slots[b] = len(inputs)
+            inputs.append(b)
+            entries.append((b.dtype, b.arg[0], b.arg[1]))
+        return i
+
+    for i, n in enumerate(nodes):
+        pos[n] = i
+        r = realized.get(n)
+        if r is not None:
+            entries.append(("R", r.arg, slot(r.src[0])))
+        elif n.op is Ops.BUFFER:
+            entries.append(("B", slot(n)))
+        elif not n.src:
+            entries.append(n)  # hash-consed: the node is its own structure (a CONST's value, -0.0 included)
+        else:
+            entries.append((n.op, n.dtype, n.arg, tuple([pos[s] for s in n.src])))
+    return tuple(entries), nodes, inputs
+
+
+def _to_plan(sched: Schedule, made: list[UOp], nodes: list[UOp], inputs: list[UOp]) -> _Plan | None:
+    """``sched`` as a plan over ``inputs`` and fresh buffers, or None when it refers to anything else (a
+    buffer or lazy node not in the graph: e.g. a stage of a split reduction, found realized or not)."""
+    ref = {b: i for i, b in enumerate(inputs)}
+    ref.update((b, len(inputs) + j) for j, b in enumerate(made))
+    pos = {n: i for i, n in enumerate(nodes)}
+
+    def view_ref(v: UOp) -> _ViewRef | None:
+        b, st = (v, None) if v.op is Ops.BUFFER else (v.src[0], v.arg)
+        i = ref.get(b)
+        return None if i is None else (v.dtype, i, st)
+
+    items = []
+    for it in sched.items:
+        bufs = tuple(ref.get(b, -1) for b in it.bufs)
+        outs = tuple(pos.get(n, -1) for n in it.outputs)
+        if -1 in bufs or -1 in outs:
+            return None
+        items.append((it.kind, it.device, bufs, it.ast, outs))
+    views = [view_ref(v) for v in sched.root_views]
+    done = [(pos.get(n, -1), view_ref(v)) for n, v in sched.done.items()]
+    if any(v is None for v in views) or any(p == -1 or v is None for p, v in done):
+        return None
+    fresh = tuple((b.arg[0], b.arg[1], b.dtype) for b in made)
+    return _Plan(len(inputs), fresh, tuple(items), tuple(views), tuple(done))  # type: ignore[arg-type]
+
+
+def _from_plan(plan: _Plan, nodes: list[UOp], inputs: list[UOp]) -> Schedule:
+    bufs = inputs + [new_buffer(device, size, dtype) for device, size, dtype in plan.fresh]
+
+    def view(r: _ViewRef) -> UOp:
+        dtype, i, st = r
+        return bufs[i] if st is None else UOp(Ops.VIEW, dtype, (bufs[i],), st)
+
+    items = [
+        ScheduleItem(kind, device, tuple([bufs[i] for i in refs]), ast, tuple([nodes[p] for p in outs]))
+        for kind, device, refs, ast, outs in plan.items
+    ]
+    return Schedule(items, [view(r) for r in plan.root_views], {nodes[p]: view(r) for p, r in plan.done})
+
+
+def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
+    """Kernels and copies that realize ``roots`` (nothing runs here).
+
+    Why a plan cache: a repeated computation on new buffers of the same shapes, dtypes and devices has
+    the same structure, so its kernels are those of the first time; only the buffers change."""
+    key, nodes, inputs = _graph_key(roots, default_device)
+    plan = _plans.get(key)
+    if plan is not None:
+        return _from_plan(plan, nodes, inputs)
+    sched, made = _build_schedule(roots, default_device)
+    plan = _to_plan(sched, made, nodes, inputs)
+    if plan is not None:
+        _plans.put(key, plan)
+    return sched

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from uops.dtypes import dtypes
 from uops.ir.ops import Ops
@@ -293,7 +294,8 @@ class ShapeTracker:
 
     @staticmethod
     def from_shape(shape: Shape) -> ShapeTracker:
-        return ShapeTracker((View.create(shape),))
+        """The contiguous tracker of ``shape`` (made once per shape: every new node's view starts here)."""
+        return _contiguous(tuple(shape))
 
     @property
     def shape(self) -> Shape:
@@ -383,3 +385,8 @@ class ShapeTracker:
         if valid is not None and valid.op is Ops.CONST and valid.arg is False:
             return [_c(0) for _ in base_shape], valid
         return unravel(terms, off, base_shape), valid
+
+
+@lru_cache(maxsize=4096)
+def _contiguous(shape: Shape) -> ShapeTracker:
+    return ShapeTracker((View.create(shape),))
