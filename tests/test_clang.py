@@ -15,6 +15,7 @@ from uops.compiler import CompileError, CompilerUnavailableError, clear_memory_c
 from uops.dtypes import dtypes
 from uops.runtime import Buffer, ProgramLoadError
 from uops.runtime.elf import ElfError, SymbolNotDefinedError
+from uops.testing.kit.helpers import private_compile_cache
 
 try:
     import uops_cpu_clang  # noqa: F401  (installed as a package)
@@ -48,12 +49,8 @@ void math(float* restrict out, const float* restrict a, int n) {
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("UOPS_CACHE_DIR", str(d))
-    monkeypatch.delenv("UOPS_CACHE", raising=False)
-    clear_memory_cache()
-    yield d
-    clear_memory_cache()
+    with private_compile_cache(tmp_path / "cache", monkeypatch) as d:
+        yield d
 
 
 @pytest.fixture(scope="module")

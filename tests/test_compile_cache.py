@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from uops.compiler import CompileError, Compiler, cache_dir, clear_memory_cache, read_entry, write_entry
+from uops.testing.kit.helpers import private_compile_cache
 
 
 class ZlibCompiler(Compiler):
@@ -42,12 +43,8 @@ class ZlibCompiler(Compiler):
 
 @pytest.fixture
 def cdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("UOPS_CACHE_DIR", str(d))
-    monkeypatch.delenv("UOPS_CACHE", raising=False)
-    clear_memory_cache()
-    yield d
-    clear_memory_cache()
+    with private_compile_cache(tmp_path / "cache", monkeypatch) as d:
+        yield d
 
 
 def entries(d: Path) -> list[Path]:

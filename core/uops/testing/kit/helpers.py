@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import textwrap
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,7 +18,10 @@ from uops.codegen.program import ProgramSpec, get_program
 from uops.dtypes import DType
 from uops.plugins import Device
 
-__all__ = ["close", "glob", "rnd", "run_child", "run_kernel", "supports_dtype"]
+if TYPE_CHECKING:
+    import pytest
+
+__all__ = ["close", "glob", "private_compile_cache", "rnd", "run_child", "run_kernel", "supports_dtype"]
 
 RNG = np.random.default_rng(0)
 
@@ -82,3 +88,18 @@ def run_child(code: str, timeout: float = 300, env: dict[str, str] | None = None
         check=False,
         env={**os.environ, **(env or {})},
     )
+
+
+@contextlib.contextmanager
+def private_compile_cache(directory: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The disk cache moved to ``directory`` (on, whatever the caller's environment says) and an
+    empty in-process memo, while the block runs: a test sees only the entries it made."""
+    from uops.compiler import clear_memory_cache
+
+    monkeypatch.setenv("UOPS_CACHE_DIR", str(directory))
+    monkeypatch.delenv("UOPS_CACHE", raising=False)
+    clear_memory_cache()
+    try:
+        yield directory
+    finally:
+        clear_memory_cache()

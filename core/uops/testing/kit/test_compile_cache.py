@@ -15,7 +15,7 @@ from uops import AxisType, UOp
 from uops.codegen.program import ProgramSpec, get_program
 from uops.compiler import Compiler, clear_memory_cache, read_entry
 from uops.plugins import Device
-from uops.testing.kit.helpers import glob, run_kernel
+from uops.testing.kit.helpers import glob, private_compile_cache, run_kernel
 
 N = 9
 
@@ -30,12 +30,8 @@ def _kernel(device: str) -> tuple[UOp, ProgramSpec]:
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private, empty disk cache and an empty memo."""
-    d = tmp_path / "cache"
-    monkeypatch.setenv("UOPS_CACHE_DIR", str(d))
-    monkeypatch.delenv("UOPS_CACHE", raising=False)
-    clear_memory_cache()
-    yield d
-    clear_memory_cache()
+    with private_compile_cache(tmp_path / "cache", monkeypatch) as d:
+        yield d
 
 
 def _count_compiles(compiler: Compiler, monkeypatch: pytest.MonkeyPatch) -> list[str]:
