@@ -29,7 +29,7 @@ import numpy as np
 from uops.codegen.heuristics import hand_coded_opts
 from uops.codegen.opt import Opt, OptError, OptOps, apply_opts
 from uops.codegen.program import ProgramSpec, get_program, kernel_name
-from uops.compiler import Compiler, cache_dir
+from uops.compiler import Compiler, cache_dir, usable_cores
 from uops.dtypes import PtrDType, dtypes, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.serialize import uops_from_data, uops_to_data
@@ -264,7 +264,7 @@ def beam_search(
     bench = _Bench(ast, runtime, get_program(ast, ren, compiler, []))
     default = hand_coded_opts(ast, ren)
     if workers is None:
-        workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+        workers = min(usable_cores(), 8)
     pool = _pool(workers, ren, compiler)
     timed = {} if timed is None else timed
     try:

@@ -32,6 +32,8 @@ __all__ = [
     "cache_key",
     "clear_memory_cache",
     "compile_workers",
+    "positive_int_from_env",
+    "usable_cores",
     "read_entry",
     "write_entry",
 ]
@@ -168,19 +170,28 @@ class Compiler(ABC):
         return lib
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def positive_int_from_env(var: str, default: int) -> int:
+    """``var`` as a positive integer, else ``default``; a bad value is an error naming the variable."""
+    env = os.environ.get(var, "").strip()
+    if not env:
+        return default
+    try:
+        n = int(env)
+    except ValueError:
+        raise ValueError(f"{var} must be a positive integer, got {env!r}") from None
+    if n < 1:
+        raise ValueError(f"{var} must be a positive integer, got {n}")
+    return n
+
+
 def compile_workers(jobs: int) -> int:
     """How many of ``jobs`` compiles to run at once: ``UOPS_COMPILE_THREADS``, else one per usable core.
 
     Compilers run as subprocesses (clang) or release the GIL (nvrtc), so threads overlap them.
     """
-    env = os.environ.get("UOPS_COMPILE_THREADS", "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise ValueError(f"UOPS_COMPILE_THREADS must be a positive integer, got {env!r}") from None
-        if n < 1:
-            raise ValueError(f"UOPS_COMPILE_THREADS must be a positive integer, got {n}")
-    else:
-        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(n, jobs))
+    return max(1, min(positive_int_from_env("UOPS_COMPILE_THREADS", usable_cores()), jobs))

@@ -9,8 +9,7 @@ wrong results.
 
 from __future__ import annotations
 
-import os
-
+from uops.compiler import positive_int_from_env, usable_cores
 from uops.dtypes import DType, dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
@@ -20,19 +19,7 @@ from uops_cpu_clang import HOST_ARCH
 
 def cpu_threads() -> int:
     """Worker threads for THREADed kernels: ``UOPS_THREADS``, else the cores this process may use."""
-    env = os.environ.get("UOPS_THREADS", "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise ValueError(f"UOPS_THREADS must be a positive integer, got {env!r}") from None
-        if n < 1:
-            raise ValueError(f"UOPS_THREADS must be a positive integer, got {n}")
-        return n
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    return positive_int_from_env("UOPS_THREADS", usable_cores())
 
 
 # exp2 on float32 without libm: 2^x = 2^k * 2^f with k = rint(x), |f| <= 1/2, and 2^f from its Taylor series
