@@ -9,7 +9,17 @@ import numpy as np
 import pytest
 
 from uops.dtypes import dtypes, f32_to_bf16
-from uops.runtime import Allocator, Buffer, BufferFreedError, HostAllocator, Program, Runtime, copy_between
+from uops.runtime import (
+    Allocator,
+    Buffer,
+    BufferFreedError,
+    HostAllocator,
+    LaunchError,
+    Program,
+    Runtime,
+    copy_between,
+    launch_dims,
+)
 
 
 class CountingHostAllocator(HostAllocator):
@@ -214,3 +224,20 @@ def test_copy_between_host_and_non_host_memory() -> None:
     np.testing.assert_array_equal(back.numpy(), np.arange(6, dtype=np.float32))
     with pytest.raises(ValueError, match="has 24 bytes but"):
         copy_between(src, Buffer(host, 5, dtypes.float32))
+
+
+def test_launch_dims_pads_to_three_and_checks_every_limit() -> None:
+    assert launch_dims("k", (7,), (32, 2), "GPU") == ((7, 1, 1), (32, 2, 1))
+    assert launch_dims("k", [3, 4, 5], (1,), "GPU", (8, 8, 8), (4, 4, 4), 64) == ((3, 4, 5), (1, 1, 1))
+    refused = {
+        ((), (1,)): "global_size must be 1 to 3 positive ints, got ()",
+        ((1, 2, 3, 4), (1,)): r"global_size must be 1 to 3 positive ints, got \(1, 2, 3, 4\)",
+        ((1,), (0,)): r"local_size must be 1 to 3 positive ints, got \(0,\)",
+        ((1,), ("x",)): r"local_size must be 1 to 3 positive ints, got \('x',\)",
+        ((9,), (1,)): r"global_size \(9, 1, 1\) exceeds the GPU limit \(8, 8, 8\)",
+        ((1,), (1, 1, 5)): r"local_size \(1, 1, 5\) exceeds the GPU limit \(4, 4, 4\)",
+        ((1,), (4, 4, 4)): r"local_size \(4, 4, 4\) is 64 threads per block, more than the 32 its bound",
+    }
+    for (grid, block), message in refused.items():
+        with pytest.raises(LaunchError, match=rf"kernel 'k': {message}"):
+            launch_dims("k", grid, block, "GPU", (8, 8, 8), (4, 4, 4), 32, "its bound")

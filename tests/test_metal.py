@@ -28,7 +28,7 @@ from uops.compiler import CompileError, CompilerUnavailableError
 from uops.dtypes import AddrSpace
 from uops.frontend.realize import DTypeNotSupportedError
 from uops.plugins import Device
-from uops.runtime import ProgramLoadError
+from uops.runtime import LaunchError, ProgramLoadError
 
 pytest.importorskip("uops_metal", reason="the uops-metal plugin is not installed")
 from uops_metal import compiler as metal_compiler  # noqa: E402
@@ -392,7 +392,7 @@ def test_runtime_failures_are_specific():
     prog = rt.load("k", b"kernel void k() {}")
     with pytest.raises(MetalError, match="command buffer failed: Execution of the command buffer was aborted"):
         prog(global_size=(1,), wait=True)
-    with pytest.raises(MetalError, match="exceeds the pipeline's 1024 threads"):
+    with pytest.raises(LaunchError, match=r"'k': local_size \(64, 32, 1\) is 2048 threads per block, more than"):
         prog(global_size=(1,), local_size=(64, 32), wait=True)
 
 

@@ -21,10 +21,12 @@ __all__ = [
     "Buffer",
     "BufferFreedError",
     "HostAllocator",
+    "LaunchError",
     "Program",
     "ProgramLoadError",
     "Runtime",
     "copy_between",
+    "launch_dims",
 ]
 
 
@@ -45,6 +47,50 @@ class ProgramLoadError(RuntimeError):
     def __reduce__(self) -> tuple[type[ProgramLoadError], tuple[str, str, str]]:
         # keep the fields when the error crosses a process boundary (BEAM's worker processes)
         return (type(self), (self.plugin, self.kernel, self.cause))
+
+
+class LaunchError(RuntimeError):
+    """A launch refused before it reaches the device (sizes the device would reject), or one the device refused."""
+
+
+def launch_dims(
+    kernel: str,
+    global_size: tuple[int, ...],
+    local_size: tuple[int, ...],
+    device: str,
+    max_grid: tuple[int, ...] = (),
+    max_block: tuple[int, ...] = (),
+    max_threads: int | None = None,
+    threads_limit: str = "threads per block the device allows",
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """A launch's (grid, block) as three positive ints each, or ``LaunchError`` saying which size is wrong.
+
+    Every GPU-style runtime checks here, before the driver sees the launch: a driver's own
+    refusal names neither the kernel nor the size, and a silently padded or truncated size
+    would run the wrong number of threads.
+    """
+    grid = _dims(kernel, "global_size", global_size, device, max_grid)
+    block = _dims(kernel, "local_size", local_size, device, max_block)
+    threads = block[0] * block[1] * block[2]
+    if max_threads is not None and threads > max_threads:
+        raise LaunchError(
+            f"kernel {kernel!r}: local_size {block} is {threads} threads per block, more than the {max_threads} "
+            f"{threads_limit}"
+        )
+    return grid, block
+
+
+def _dims(kernel: str, what: str, size: tuple[int, ...], device: str, limit: tuple[int, ...]) -> tuple[int, int, int]:
+    try:
+        dims = tuple(int(x) for x in size)
+    except (TypeError, ValueError):
+        raise LaunchError(f"kernel {kernel!r}: {what} must be 1 to 3 positive ints, got {size!r}") from None
+    if not 1 <= len(dims) <= 3 or any(x < 1 for x in dims):
+        raise LaunchError(f"kernel {kernel!r}: {what} must be 1 to 3 positive ints, got {size}")
+    full = (dims + (1, 1))[:3]
+    if any(x > m for x, m in zip(full, limit)):
+        raise LaunchError(f"kernel {kernel!r}: {what} {full} exceeds the {device} limit {limit}")
+    return full  # type: ignore[return-value]
 
 
 class Allocator(ABC):

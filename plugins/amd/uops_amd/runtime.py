@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import math
 import os
 import struct
 import sys
@@ -25,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from uops.runtime import Allocator, Program, ProgramLoadError, Runtime
+from uops.runtime import Allocator, Program, ProgramLoadError, Runtime, launch_dims
 from uops.runtime.elf import ElfError, check_device_image
 from uops_amd.compiler import EM_AMDGPU, KernelMeta, code_object_kernels
+from uops_amd.renderer import GLOBAL_MAX, LOCAL_MAX
 
 __all__ = [
     "HIPAllocator",
@@ -241,13 +241,8 @@ class HIPProgram(Program):
         vals: tuple[int, ...] = (),
         wait: bool = False,
     ) -> float | None:
-        g = (tuple(int(x) for x in global_size) + (1, 1))[:3]
-        b = (tuple(int(x) for x in local_size) + (1, 1))[:3]
-        if min(g + b) < 1 or math.prod(b) > self.meta.max_flat_workgroup_size:
-            raise ValueError(
-                f"kernel {self.name!r}: grid {g} x workgroup {b} is not a launch it accepts "
-                f"(positive sizes, at most {self.meta.max_flat_workgroup_size} threads per workgroup)"
-            )
+        bound, why = self.meta.max_flat_workgroup_size, "of the code object's max_flat_workgroup_size"
+        g, b = launch_dims(self.name, global_size, local_size, "AMD", GLOBAL_MAX, LOCAL_MAX, bound, why)
         _current()
         hip = _hip()
         seg = ctypes.create_string_buffer(pack_kernargs(self.meta, bufs, vals))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from uops.runtime import Allocator, Program, ProgramLoadError, Runtime
+from uops.runtime import Allocator, Program, ProgramLoadError, Runtime, launch_dims
 from uops.runtime.elf import ElfError, check_device_image
 
 __all__ = ["CUDAAllocator", "CUDAError", "CUDAProgram", "CUDARuntime", "device_arch"]
@@ -185,10 +185,12 @@ class CUDAProgram(Program):
         vals: tuple[int, ...] = (),
         wait: bool = False,
     ) -> float | None:
+        from uops_cuda.renderer import CUDARenderer
+
+        limits = CUDARenderer.global_max or (), CUDARenderer.local_max or ()
+        g, b = launch_dims(self.name, global_size, local_size, "CUDA", *limits, max_threads=1024)
         _current()
         drv = _driver()
-        g = (tuple(int(x) for x in global_size) + (1, 1))[:3]
-        b = (tuple(int(x) for x in local_size) + (1, 1))[:3]
         cells: list[ctypes.c_uint64 | ctypes.c_int32] = [ctypes.c_uint64(int(h)) for h in bufs]
         cells += [ctypes.c_int32(int(v)) for v in vals]
         params = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])

@@ -21,7 +21,7 @@ import threading
 from typing import Any, Protocol
 
 from uops.compiler import CompileError
-from uops.runtime import Allocator, Program, ProgramLoadError, Runtime
+from uops.runtime import Allocator, Program, ProgramLoadError, Runtime, launch_dims
 from uops_metal import NOT_MACOS
 
 __all__ = [
@@ -292,10 +292,11 @@ class MetalProgram(Program):
         vals: tuple[int, ...] = (),
         wait: bool = False,
     ) -> float | None:
-        g = (tuple(int(x) for x in global_size) + (1, 1))[:3]
-        b = (tuple(int(x) for x in local_size) + (1, 1))[:3]
-        if b[0] * b[1] * b[2] > self.max_threads:
-            raise MetalError(f"{self.name}: threadgroup {b} exceeds the pipeline's {self.max_threads} threads")
+        from uops_metal.renderer import MetalRenderer
+
+        limits = MetalRenderer.global_max or (), MetalRenderer.local_max or ()
+        why = "threads of the pipeline's maxTotalThreadsPerThreadgroup"
+        g, b = launch_dims(self.name, global_size, local_size, "Metal", *limits, self.max_threads, why)
         objc = self.rt.objc
         pool = objc.pool_push()
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import math
 import os
 import tempfile
 import threading
@@ -24,14 +23,10 @@ import numpy as np
 from uops.backends.gpu_emu.compiler import cxx_path, cxx_version, run_cxx, shim_header
 from uops.backends.gpu_emu.dialect import Dialect
 from uops.compiler import CompileError, CompilerUnavailableError, cache_dir
-from uops.runtime import HostAllocator, Program, ProgramLoadError, Runtime
+from uops.runtime import HostAllocator, LaunchError, Program, ProgramLoadError, Runtime, launch_dims
 from uops.runtime.elf import ElfError, SharedLibrary, SymbolNotDefinedError
 
 __all__ = ["EmulatedProgram", "EmulatedRuntime", "LaunchError", "kernel_symbols", "probe_runtime", "shim_runtime"]
-
-
-class LaunchError(RuntimeError):
-    """A launch the emulator refuses (sizes a GPU would reject) or could not run (no memory for fibers ...)."""
 
 
 _runtime_lock = threading.Lock()
@@ -123,28 +118,13 @@ class EmulatedProgram(Program):
             raise ProgramLoadError(plugin, name, e) from e
         self._entry_ptr = ctypes.cast(entry, ctypes.c_void_p)
 
-    def _dims(self, what: str, size: tuple[int, ...], limit: tuple[int, ...]) -> tuple[int, int, int]:
-        try:
-            s = tuple(int(x) for x in size)
-        except (TypeError, ValueError):
-            raise LaunchError(f"kernel {self.name!r}: {what} must be 1 to 3 positive ints, got {size!r}") from None
-        if not 1 <= len(s) <= 3 or any(x < 1 for x in s):
-            raise LaunchError(f"kernel {self.name!r}: {what} must be 1 to 3 positive ints, got {size}")
-        dims = (s + (1, 1))[:3]
-        if any(x > m for x, m in zip(dims, limit)):
-            raise LaunchError(f"kernel {self.name!r}: {what} {dims} exceeds the {self.dialect.name} limit {limit}")
-        return dims  # type: ignore[return-value]
-
-    def check_launch(self, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    def check_launch(
+        self, global_size: tuple[int, ...], local_size: tuple[int, ...]
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """The launch as (grid, block), or LaunchError naming the kernel and sizes a GPU would reject."""
-        grid = self._dims("global_size", global_size, self.dialect.max_grid)
-        block = self._dims("local_size", local_size, self.dialect.max_block)
-        if math.prod(block) > self.bound:
-            raise LaunchError(
-                f"kernel {self.name!r}: local_size {block} is {math.prod(block)} threads per block, more than the "
-                f"{self.bound} it was compiled for (its launch bound); a GPU refuses this launch"
-            )
-        return grid, block
+        d = self.dialect
+        why = "it was compiled for (its launch bound); a GPU refuses this launch"
+        return launch_dims(self.name, global_size, local_size, d.name, d.max_grid, d.max_block, self.bound, why)
 
     def __call__(
         self,
