@@ -272,3 +272,16 @@ def test_the_guides_worked_example_is_what_the_template_writes(tmp_path: Path) -
     written = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {"README.md"}
     assert listed == written
     assert 'GCC = "uops_gcc"' in (root / "pyproject.toml").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_template_plugin_passes_the_kit(kit_venv: Venv) -> None:
+    """The kit's checks of what the gpu variant writes itself: its dialect's kernels, dtypes, specs, contract.
+
+    Its opts and Tensor ops run through the core's GPU emulation, which CUDA_EMU, AMD_EMU and
+    METAL_EMU put through the whole kit already (four minutes more here for no new code path).
+    """
+    selected = "test_kernels or test_dtypes or test_program_spec or test_plugin_contract"
+    rc, out = _conformance(kit_venv, "GPUEX", "-k", selected)
+    assert rc == 0, out
+    assert " passed" in out and " failed" not in out
