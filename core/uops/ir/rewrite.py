@@ -20,6 +20,8 @@ from uops.ir.ops import GroupOp, Ops
 from uops.ir.uop import UOp, _set_memo
 
 _ANY = object()
+# UOp's constructor without the class call around it (the walk rebuilds many nodes)
+_new_uop = UOp.__new__
 
 
 class UPat:
@@ -281,8 +283,8 @@ class _Gen:
         # before any permutation is tried (most nodes fail here)
         for q in items:
             if q.ops is not None:
-                k = self.const(q.ops)
-                self.lines.append(f"{pad}if not ({' or '.join(f'{s}[{j}].op in {k}' for j in range(n))}): {fail}")
+                k, test = (self.const(next(iter(q.ops))), "is") if len(q.ops) == 1 else (self.const(q.ops), "in")
+                self.lines.append(f"{pad}if not ({' or '.join(f'{s}[{j}].op {test} {k}' for j in range(n))}): {fail}")
         if n == 2:  # no tuple building for the common binary case
             k = self.tmp()
             self.lines.append(f"{pad}for {k} in (0, 1):")
@@ -332,8 +334,11 @@ def _call_args(fn: Callable[..., Any], names: dict[str, str], wants_ctx: bool) -
     if isinstance(fn, types.FunctionType) and code is not None:
         params = code.co_varnames[: code.co_argcount]
         plain = code.co_kwonlyargcount == 0 and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-        if plain and set(params) == wanted and len(params) == len(wanted):
-            return ", ".join("ctx" if k == "ctx" else names[k] for k in params)
+        # parameters past the captures are allowed when they have defaults (``lambda x, k=k: ...``)
+        required = params[: len(wanted)]
+        n_defaults = len(fn.__defaults__ or ())
+        if plain and set(required) == wanted and len(params) - len(wanted) <= n_defaults:
+            return ", ".join("ctx" if k == "ctx" else names[k] for k in required)
     pairs = list(names.items()) + ([("ctx", "ctx")] if wants_ctx else [])
     if all(k.isidentifier() and not keyword.iskeyword(k) for k, _ in pairs):
         return ", ".join(f"{k}={v}" for k, v in pairs)
@@ -451,13 +456,16 @@ def graph_rewrite(
 
 
 def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, key: object | None) -> UOp:
+    if bottom_up:
+        return _bottom_up(sink, pm.table, ctx, key)
+    return _top_down(sink, pm.table, ctx, key)
+
+
+def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
     replace: dict[UOp, UOp] = {}
-    table = pm.table
     rget, rgetitem = replace.get, replace.__getitem__
-    # the stack holds UOps to visit and two markers (no tuples, so no garbage per node):
-    #   n, _POST         -> n's sources are done: rebuild / rewrite n
-    #   n, r, _LINK      -> r is done: n's result is r's result
     POST, LINK = _POST, _LINK
+    new = _new_uop
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
     while stack:
@@ -466,24 +474,22 @@ def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, key
             n = pop()
             src = n.src
             new_src = tuple(map(rgetitem, src))
-            if new_src == src:  # identity compare per element (UOp has no __eq__)
-                if not bottom_up:
-                    replace[n] = n  # offered to the rules before its sources
-                    continue
+            if new_src == src:
                 nn = n
             else:
-                # every new source is final, so the rebuilt node only needs the rules once more
-                nn = UOp(n.op, n.dtype, new_src, n.arg)
+                nn = new(UOp, n.op, n.dtype, new_src, n.arg)
                 if (rr := rget(nn)) is not None:
                     replace[n] = rr
                     continue
             f = table[nn.op]
             if f is None or (r := f(nn, ctx)) is None:
-                replace[nn] = nn
                 replace[n] = nn
+                if nn is not n:
+                    replace[nn] = nn
             elif (rr := rget(r)) is not None:
-                replace[nn] = rr
                 replace[n] = rr
+                if nn is not n:
+                    replace[nn] = rr
             else:
                 if nn is not n:
                     push(nn)
@@ -502,27 +508,89 @@ def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, key
             if key is not None and (m := e._memo) is not None and m[0] is key:
                 replace[e] = e if m[1] is None else m[1]
                 continue
-            if not bottom_up:
-                f = table[e.op]
-                if f is not None and (r := f(e, ctx)) is not None:
-                    if (rr := rget(r)) is not None:
-                        replace[e] = rr
-                    else:
-                        push(e)
-                        push(r)
-                        push(LINK)
-                        push(r)
-                    continue
             src = e.src
             if not src:
-                if bottom_up:
-                    f = table[e.op]
-                    if f is not None and (r := f(e, ctx)) is not None:
-                        push(e)
-                        push(r)
-                        push(LINK)
-                        push(r)
-                        continue
+                f = table[e.op]
+                if f is not None and (r := f(e, ctx)) is not None:
+                    push(e)
+                    push(r)
+                    push(LINK)
+                    push(r)
+                    continue
+                replace[e] = e
+                continue
+            push(e)
+            push(POST)
+            for s in reversed(src):
+                if s not in replace:
+                    if key is not None and (m := s._memo) is not None and m[0] is key:
+                        replace[s] = s if m[1] is None else m[1]
+                    else:
+                        push(s)
+    if key is not None:
+        for n, r in replace.items():
+            if (m := n._memo) is None or m[0] is not key:
+                _set_memo(n, (key, None if r is n else r))
+    return replace[sink]
+
+
+def _top_down(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
+    replace: dict[UOp, UOp] = {}
+    rget, rgetitem = replace.get, replace.__getitem__
+    POST, LINK = _POST, _LINK
+    new = _new_uop
+    stack: list[Any] = [sink]
+    pop, push = stack.pop, stack.append
+    while stack:
+        e = pop()
+        if e is POST:
+            n = pop()
+            src = n.src
+            new_src = tuple(map(rgetitem, src))
+            if new_src == src:
+                replace[n] = n  # offered to the rules before its sources
+                continue
+            # every new source is final, so the rebuilt node only needs the rules once more
+            nn = new(UOp, n.op, n.dtype, new_src, n.arg)
+            if (rr := rget(nn)) is not None:
+                replace[n] = rr
+                continue
+            f = table[nn.op]
+            if f is None or (r := f(nn, ctx)) is None:
+                replace[nn] = nn
+                replace[n] = nn
+            elif (rr := rget(r)) is not None:
+                replace[nn] = rr
+                replace[n] = rr
+            else:
+                push(nn)
+                push(r)
+                push(LINK)
+                push(n)
+                push(r)
+                push(LINK)
+                push(r)
+        elif e is LINK:
+            r = pop()
+            replace[pop()] = replace[r]
+        else:
+            if e in replace:
+                continue
+            if key is not None and (m := e._memo) is not None and m[0] is key:
+                replace[e] = e if m[1] is None else m[1]
+                continue
+            f = table[e.op]
+            if f is not None and (r := f(e, ctx)) is not None:
+                if (rr := rget(r)) is not None:
+                    replace[e] = rr
+                else:
+                    push(e)
+                    push(r)
+                    push(LINK)
+                    push(r)
+                continue
+            src = e.src
+            if not src:
                 replace[e] = e
                 continue
             push(e)
