@@ -60,10 +60,21 @@ def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
 ConstType = bool | int | float
 
 
-class UOp:
+class _UOpFields:
+    """A UOp's storage. A new node is filled in as one of these, with plain attribute stores (UOp's
+    ``__setattr__`` refuses them, and a setter call per field costs more than the rest of a new
+    node), and then becomes a UOp before anyone else can see it."""
+
     # _flat: symbolic's fact about an integer sum (see symbolic._collect); None until it is known
     # _memo: (key, result) of the last remembering graph_rewrite that reached this node; result None: itself
     __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_flat", "_memo", "__weakref__")
+
+
+_new_fields = object.__new__
+
+
+class UOp(_UOpFields):
+    __slots__ = ()
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
@@ -83,15 +94,16 @@ class UOp:
             raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
         if ref is not None and (hit := ref()) is not None:
             return hit
-        self = object.__new__(cls)
-        _set_op(self, op)
-        _set_dtype(self, dtype)
-        _set_src(self, src)
-        _set_arg(self, arg)
-        _set_vrange(self, None)
-        _set_flat(self, None)
-        _set_memo(self, None)
-        ref = _Ref(self, _remove_dead)
+        node: Any = _new_fields(_UOpFields)
+        node.op = op
+        node.dtype = dtype
+        node.src = src
+        node.arg = arg
+        node._vrange = None
+        node._flat = None
+        node._memo = None
+        node.__class__ = cls
+        ref = _Ref(node, _remove_dead)
         ref.key = key
         # insert-if-absent is atomic: a thread that built the same node a moment earlier wins, and we
         # return its node. A dead entry (its node freed, its callback not yet run) is removed and we retry.
@@ -99,7 +111,7 @@ class UOp:
             if (hit := cur()) is not None:
                 return hit
             _remove_dead_weakref(_cache, key)
-        return self
+        return node
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"UOp is immutable; use .replace({name}=...) to make a new node")
@@ -390,13 +402,10 @@ class UOp:
         raise TypeError(f"the truth value of a UOp ({self.op}) is not known at build time; use .where or simplify")
 
 
-_set_op: Callable[[UOp, Any], None] = UOp.__dict__["op"].__set__
-_set_dtype: Callable[[UOp, Any], None] = UOp.__dict__["dtype"].__set__
-_set_src: Callable[[UOp, Any], None] = UOp.__dict__["src"].__set__
-_set_arg: Callable[[UOp, Any], None] = UOp.__dict__["arg"].__set__
-_set_vrange: Callable[[UOp, Any], None] = UOp.__dict__["_vrange"].__set__
-_set_flat: Callable[[UOp, Any], None] = UOp.__dict__["_flat"].__set__
-_set_memo: Callable[[UOp, Any], None] = UOp.__dict__["_memo"].__set__
+# the lazily known facts of a node are set through its slots (UOp.__setattr__ refuses plain stores)
+_set_vrange: Callable[[UOp, Any], None] = _UOpFields.__dict__["_vrange"].__set__
+_set_flat: Callable[[UOp, Any], None] = _UOpFields.__dict__["_flat"].__set__
+_set_memo: Callable[[UOp, Any], None] = _UOpFields.__dict__["_memo"].__set__
 
 
 def _float_key(x: float) -> tuple[type, str]:
