@@ -17,11 +17,9 @@ from typing import Any
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
-from uops.ir.uop import UOp, _set_memo
+from uops.ir.uop import UOp, _new_uop, _set_memo
 
 _ANY = object()
-# UOp's constructor without the class call around it (the walk rebuilds many nodes)
-_new_uop = UOp.__new__
 
 
 class UPat:

@@ -123,7 +123,8 @@ class UOp(_UOpFields):
 
     # ----- construction helpers -----
     def replace(self, **kwargs: Any) -> UOp:
-        return UOp(
+        return _new_uop(
+            UOp,
             kwargs.get("op", self.op),
             kwargs.get("dtype", self.dtype),
             kwargs.get("src", self.src),
@@ -140,10 +141,10 @@ class UOp(_UOpFields):
                     ref = _cache.get((_CONST, tok[1], (), value))
                     if ref is not None and (hit := ref()) is not None:
                         return hit
-                return UOp(_CONST, dtype, (), value)
+                return _new_uop(UOp, _CONST, dtype, (), value)
         if dtype.count > 1:
             return UOp(Ops.VCONST, dtype, (), (truncate(value, dtype.scalar()),) * dtype.count)
-        return UOp(Ops.CONST, dtype, (), truncate(value, dtype))
+        return _new_uop(UOp, _CONST, dtype, (), truncate(value, dtype))
 
     @staticmethod
     def vconst(dtype: DType, values: tuple[ConstType, ...]) -> UOp:
@@ -177,14 +178,18 @@ class UOp(_UOpFields):
         return UOp.const(self.dtype, x)
 
     def alu(self, op: Ops, *srcs: UOp | ConstType) -> UOp:
-        s = (self, *(self._ufix(x) for x in srcs))
+        if len(srcs) == 1:  # the binary operators
+            x = srcs[0]
+            s: tuple[UOp, ...] = (self, x if isinstance(x, UOp) else self._ufix(x))
+        else:
+            s = (self, *(self._ufix(x) for x in srcs))
         if op is Ops.WHERE:
             out = s[1].dtype
         elif op in GroupOp.Comparison:
             out = dtypes.bool.vec(self.dtype.count)
         else:
             out = self.dtype
-        return UOp(op, out, s)
+        return _new_uop(UOp, op, out, s)
 
     def __add__(self, x: UOp | ConstType) -> UOp:
         return self.alu(Ops.ADD, x)
@@ -341,7 +346,7 @@ class UOp(_UOpFields):
                 memo[u] = mapping[u]
                 continue
             new_src = tuple([memo[s] for s in u.src])
-            memo[u] = u if all(a is b for a, b in zip(new_src, u.src)) else UOp(u.op, u.dtype, new_src, u.arg)
+            memo[u] = u if all(a is b for a, b in zip(new_src, u.src)) else _new_uop(UOp, u.op, u.dtype, new_src, u.arg)
         return memo[self]
 
     @property
@@ -402,6 +407,8 @@ class UOp(_UOpFields):
         raise TypeError(f"the truth value of a UOp ({self.op}) is not known at build time; use .where or simplify")
 
 
+# UOp's constructor without the class call around it, for the places that build many nodes
+_new_uop = UOp.__new__
 # the lazily known facts of a node are set through its slots (UOp.__setattr__ refuses plain stores)
 _set_vrange: Callable[[UOp, Any], None] = _UOpFields.__dict__["_vrange"].__set__
 _set_flat: Callable[[UOp, Any], None] = _UOpFields.__dict__["_flat"].__set__
