@@ -471,7 +471,12 @@ def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp
         if e is POST:
             n = pop()
             src = n.src
-            new_src = tuple(map(rgetitem, src))
+            if len(src) == 2:  # most nodes: no tuple built when neither source changed
+                s0, s1 = src
+                r0, r1 = replace[s0], replace[s1]
+                new_src = src if r0 is s0 and r1 is s1 else (r0, r1)
+            else:
+                new_src = tuple(map(rgetitem, src))
             if new_src == src:
                 nn = n
             else:
@@ -544,7 +549,12 @@ def _top_down(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
         if e is POST:
             n = pop()
             src = n.src
-            new_src = tuple(map(rgetitem, src))
+            if len(src) == 2:  # most nodes: no tuple built when neither source changed
+                s0, s1 = src
+                r0, r1 = replace[s0], replace[s1]
+                new_src = src if r0 is s0 and r1 is s1 else (r0, r1)
+            else:
+                new_src = tuple(map(rgetitem, src))
             if new_src == src:
                 replace[n] = n  # offered to the rules before its sources
                 continue
