@@ -201,6 +201,7 @@ class _Gen:
         self.env: dict[str, Any] = {}
         self.lines: list[str] = []
         self.n = 0
+        self.root_dtype_id = False  # some check reads ``udt``, the id of the root's dtype
 
     def const(self, obj: Any) -> str:
         self.n += 1
@@ -228,7 +229,11 @@ class _Gen:
             d = self.const(p.dtypes)
             # identity first (the pattern holds its dtypes, so their ids stay theirs): no DType hashing
             ids = self.const(frozenset(id(x) for x in p.dtypes))
-            conds.append(f"(id({v}.dtype) in {ids} or {v}.dtype in {d} or {v}.dtype.scalar() in {d})")
+            did = f"id({v}.dtype)"
+            if v == "u":  # the root's dtype id is taken once per call
+                did = "udt"
+                self.root_dtype_id = True
+            conds.append(f"({did} in {ids} or {v}.dtype in {d} or {v}.dtype.scalar() in {d})")
         if conds:
             self.lines.append(f"{pad}if not ({' and '.join(conds)}): {fail}")
         if p.name is not None:
@@ -366,6 +371,8 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
             "    break",
         ]
     head = "def match(u, ctx):\n    us = u.src\n    ul = len(us)\n"
+    if g.root_dtype_id:
+        head += "    udt = id(u.dtype)\n"
     src = head + "\n".join("    " + ln for ln in g.lines) + "\n    return None\n"
     if _DEBUG_SOURCE:
         print(src)
@@ -441,22 +448,16 @@ def graph_rewrite(
     if remember and ctx is not None:
         raise ValueError("graph_rewrite(remember=True) needs ctx=None: a result that depends on ctx cannot be kept")
     key = pm.memo_keys[bottom_up] if remember else None
-    run = _graph_rewrite
+    run = _bottom_up if bottom_up else _top_down
     # UOps are an immutable DAG: a rewrite makes no reference cycles, so the cycle collector
     # would only rescan the many young nodes a rewrite allocates. Pause it for the walk.
     if not gc.isenabled():
-        return run(sink, pm, ctx, bottom_up, key)
+        return run(sink, pm.table, ctx, key)
     gc.disable()
     try:
-        return run(sink, pm, ctx, bottom_up, key)
+        return run(sink, pm.table, ctx, key)
     finally:
         gc.enable()
-
-
-def _graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, key: object | None) -> UOp:
-    if bottom_up:
-        return _bottom_up(sink, pm.table, ctx, key)
-    return _top_down(sink, pm.table, ctx, key)
 
 
 def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
