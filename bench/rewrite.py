@@ -1,6 +1,6 @@
 """Rewrite-engine throughput: uops vs tinygrad (when installed), in one run, as ratios.
 
-  .venv/bin/python bench/rewrite.py [--quick] [--profile]
+  .venv/bin/python bench/rewrite.py [--quick] [--profile | --callgrind]
 
 (a) simplify 10,000 random index expressions (fixed seed), nodes per second;
 (b) rewrite a 100,000-node graph with a 50-rule PatternMatcher, nodes per second.
@@ -10,14 +10,21 @@ floor and C division agree). Each timing is the best of a few runs on freshly bu
 The node count of uops' simplified expressions is checked against the count the simplifier
 reached before its speed work (SIMPLIFIED_NODES_BEFORE): faster must not mean simplifying less.
 --profile runs workload (a) under cProfile for uops alone and prints where the time goes.
+--callgrind reruns this script under valgrind and prints the instructions each engine spends in
+each timed section (the second of two repeats: matchers compiled), a measure a shared machine's
+load does not move, for A/B comparisons.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import glob
+import os
 import random
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -182,16 +189,43 @@ def rules(Ops: Any, UPat: Any, PatternMatcher: Any, dt: Any, floordiv: Any = Non
 # ----------------------------------------------------------------------------------------
 # timing
 # ----------------------------------------------------------------------------------------
+class Section:
+    """Under --callgrind: instructions are counted only inside ``with section(name)`` of the last repeat,
+    each section dumped to its own file; otherwise nothing happens."""
+
+    def __init__(self) -> None:
+        self.active = False
+
+    def __call__(self, name: str, last: bool) -> Section:
+        self.name, self.counting = name, self.active and last
+        return self
+
+    def __enter__(self) -> None:
+        if self.counting:
+            subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True, capture_output=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.counting:
+            pid = str(os.getpid())
+            subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
+            subprocess.run(["callgrind_control", "-d", self.name, pid], check=True, capture_output=True)
+
+
+section = Section()
+
+
 def time_simplify(ir: dict[str, Any], specs: list[Spec], repeats: int) -> tuple[float, int, int]:
     best, nodes, out_nodes = float("inf"), 0, 0
     simplify = ir["simplify"]
-    for _ in range(repeats):
+    for rep in range(repeats):
         exprs = [ir["builder"]().build(s) for s in specs]  # fresh nodes every repeat
         nodes = sum(ir["count"](e) for e in exprs)
         gc.collect()
-        t0 = time.perf_counter()
-        out = [simplify(e) for e in exprs]
-        best = min(best, time.perf_counter() - t0)
+        with section(f"{ir['name']}:a", rep == repeats - 1):
+            t0 = time.perf_counter()
+            out = [simplify(e) for e in exprs]
+            t1 = time.perf_counter()
+        best = min(best, t1 - t0)
         out_nodes = sum(ir["count"](o) for o in out)
         del out, exprs
     return best, nodes, out_nodes
@@ -216,16 +250,40 @@ def profile_simplify(specs: list[Spec]) -> None:
 def time_rewrite(ir: dict[str, Any], graph: list[Spec], repeats: int) -> tuple[float, int, int]:
     best, nodes, out_nodes = float("inf"), 0, 0
     pm = ir["pm"]()
-    for _ in range(repeats):
+    for rep in range(repeats):
         g = ir["builder"]().build(graph[-1])
         nodes = ir["count"](g)
         gc.collect()
-        t0 = time.perf_counter()
-        out = ir["rewrite"](g, pm)
-        best = min(best, time.perf_counter() - t0)
+        with section(f"{ir['name']}:b", rep == repeats - 1):
+            t0 = time.perf_counter()
+            out = ir["rewrite"](g, pm)
+            t1 = time.perf_counter()
+        best = min(best, t1 - t0)
         out_nodes = ir["count"](out)
         del out, g
     return best, nodes, out_nodes
+
+
+def run_callgrind(argv: list[str]) -> None:
+    """This script again under callgrind, counting only the timed sections; prints their instructions."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cg.out")
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same dict layouts every run
+        subprocess.run([*cmd, sys.executable, __file__, *argv, "--callgrind-child"], check=True, env=env)
+        counts: dict[str, int] = {}
+        for f in glob.glob(out + ".*"):
+            text = open(f).read()
+            lines = text.splitlines()
+            trigger = next(ln for ln in lines if ln.startswith("desc: Trigger:"))  # names the section dumped
+            name = trigger.rsplit(" ", 1)[-1].strip("'\"")
+            if ":" in name:
+                counts[name] = next(int(ln.split()[1]) for ln in lines if ln.startswith("totals:"))
+    for name, total in sorted(counts.items()):
+        print(f"{name:>12}: {total / 1e6:9.1f} M instructions")
+    for w in "ab":
+        if f"uops:{w}" in counts and f"tinygrad:{w}" in counts:
+            print(f"instruction ratio tinygrad/uops ({w}): {counts[f'tinygrad:{w}'] / counts[f'uops:{w}']:.2f}x")
 
 
 def main() -> None:
@@ -233,9 +291,17 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a tenth of the work, one repeat (smoke test)")
     ap.add_argument("--no-tinygrad", action="store_true")
     ap.add_argument("--profile", action="store_true", help="cProfile uops on workload (a) and stop")
+    ap.add_argument("--callgrind", action="store_true", help="instructions per timed section, under valgrind")
+    ap.add_argument("--callgrind-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.callgrind:
+        run_callgrind([a for a in sys.argv[1:] if a != "--callgrind"])
+        return
+    section.active = args.callgrind_child
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
     n_expr, n_graph, repeats = (1_000, 10_000, 1) if args.quick else (10_000, 100_000, 3)
+    if args.callgrind_child:
+        repeats = 2  # the first compiles the matchers
     rng = random.Random(1234)
     specs = [index_expr(rng, 5) for _ in range(n_expr)]
     graph = big_graph(random.Random(5678), n_graph)

@@ -144,6 +144,23 @@ def test_wrapped_and_keyword_rule_functions_are_called_correctly() -> None:
         assert pm.rewrite(-x) is x
 
 
+def test_rule_parameters_past_the_captures_keep_their_defaults() -> None:
+    seen: list[tuple[UOp, UOp, int]] = []
+
+    def record(b: UOp, a: UOp, k: int = 7) -> None:
+        seen.append((a, b, k))
+
+    pm = PatternMatcher(
+        [
+            (UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("b"))), record),
+            # the captures are not the leading parameters: called by keyword, the defaults untouched
+            (UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("b"))), lambda a, k=3, b=None: seen.append((a, b, k))),
+        ]
+    )
+    assert pm.rewrite(x + y) is None
+    assert seen == [(x, y, 7), (x, y, 3)]
+
+
 def test_rule_returning_non_uop_names_the_rule() -> None:
     def bad_rule(v: UOp) -> int:
         return 3
