@@ -133,14 +133,12 @@ class UOp(_UOpFields):
 
     @staticmethod
     def const(dtype: DType, value: ConstType) -> UOp:
-        if value.__class__ is int and (e := _INT_BOUNDS_ID.get(id(dtype))) is not None and e[0] is dtype:
-            if e[1][0] <= value <= e[1][1]:  # what truncate returns for an int in range
+        if value.__class__ is int and (e := _INT_CONST.get(id(dtype))) is not None and e[0] is dtype:
+            if e[2] <= value <= e[3]:  # what truncate returns for an int in range
                 # the cache lookup of __new__ for this key, without the call: constants are built often
-                tok = _dt_fast.get(id(dtype))
-                if tok is not None and tok[0] is dtype:
-                    ref = _cache.get((_CONST, tok[1], (), value))
-                    if ref is not None and (hit := ref()) is not None:
-                        return hit
+                ref = _cache.get((_CONST, e[1], (), value))
+                if ref is not None and (hit := ref()) is not None:
+                    return hit
                 return _new_uop(UOp, _CONST, dtype, (), value)
         if dtype.count > 1:
             return UOp(Ops.VCONST, dtype, (), (truncate(value, dtype.scalar()),) * dtype.count)
@@ -486,6 +484,10 @@ _INT_BOUNDS: dict[DType, tuple[int, int]] = {
 # the same by the dtype's identity (no DType hashing); an equal dtype that is another object misses and
 # takes the general path, which gives the same answers
 _INT_BOUNDS_ID: dict[int, tuple[DType, tuple[int, int]]] = {id(dt): (dt, b) for dt, b in _INT_BOUNDS.items()}
+# UOp.const's fast path: id(dtype) -> (dtype, its cache token, min, max) for the scalar integer dtypes
+_INT_CONST: dict[int, tuple[DType, int, int, int]] = {
+    id(dt): (dt, _dtype_token(dt)[1], lo, hi) for dt, (lo, hi) in _INT_BOUNDS.items()
+}
 _ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
 _CONST, _DEFINE_VAR = Ops.CONST, Ops.DEFINE_VAR
 _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
