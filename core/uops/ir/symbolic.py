@@ -24,7 +24,7 @@ from uops.dtypes import DType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _set_flat
+from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _set_flat, _set_memo
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
@@ -481,7 +481,27 @@ def _collect(x: UOp) -> UOp | None:
         if new_skel > f.skel + extra:
             return None
     out = _build(tl, f.k, x)
-    return None if out is x else out
+    if out is x:
+        return None
+    if _settled(tl, x.dtype) and ((memo := out._memo) is None or memo[0] is not _FINAL[0]):
+        _set_memo(out, _FINAL)  # a fixed point of every rule: the walk need not offer it to them again
+    return out
+
+
+def _settled(terms: list[tuple[UOp, int]], dt: DType) -> bool:
+    """True when _build's sum of ``terms`` is a fixed point of ``symbolic``: signed, every base of the sum's
+    dtype, no NEG first (ADD of a NEG is rewritten) and every coefficient far from the dtype's edges."""
+    if dt.kind != "i":
+        return False
+    lim = int(dtypes.max(dt)) >> 1
+    first = True
+    for b, c in terms:
+        if c == 0:
+            continue
+        if b.dtype is not dt or not -lim < c < lim or (first and c == -1):
+            return False
+        first = False
+    return True
 
 
 def _split_terms(f: _Sum, c: int) -> tuple[list[tuple[UOp, int]], list[tuple[UOp, int]]]:
@@ -661,6 +681,11 @@ symbolic = symbolic_simple + PatternMatcher(
         (UPat(Ops.MAX, dtype=_INTS, name="x"), _max_range),
     ]
 )
+
+
+# what simplify's walk marks a finished node with (see graph_rewrite's remember): a rule's result that is
+# known to be a fixed point carries it, so the walk takes it as final without matching it again
+_FINAL = (symbolic.memo_keys[1], None)
 
 
 def simplify(u: UOp) -> UOp:

@@ -375,9 +375,19 @@ class UOp(_UOpFields):
             r = _compute_range(self)
             _set_vrange(self, r)
             return r
-        for node in self.toposort(gate=lambda n: n._vrange is None):
-            if node._vrange is None:
-                _set_vrange(node, _compute_range(node))
+        # post-order over the nodes whose range is unknown (a rule's new subexpression, a fresh graph)
+        stack = [self]
+        while stack:
+            node = stack[-1]
+            if node._vrange is not None:
+                stack.pop()
+                continue
+            todo = [s for s in node.src if s._vrange is None]
+            if todo:
+                stack += todo
+                continue
+            stack.pop()
+            _set_vrange(node, _compute_range(node))
         return self._vrange  # type: ignore[return-value]
 
     def const_value(self) -> ConstType | None:
