@@ -191,7 +191,10 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp) -> UOp:
             acc = UOp(_SUB, acc.dtype, (acc, b if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, -c)))))
     if acc is None:
         return like.const_like(k)
-    if k and truncate(k, dt) != 0:
+    # a constant that wraps to 0 is left out; one inside the dtype's range does not wrap (no truncate call)
+    if k and (
+        (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt and e[1][0] <= k <= e[1][1] or truncate(k, dt)
+    ):
         acc = UOp(_ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
     return acc
 
@@ -418,7 +421,11 @@ def _add_neg(x: UOp, y: UOp) -> UOp:
 
 
 def _collect(x: UOp) -> UOp | None:
-    """Collect like terms and constants of an integer sum; recombine (y//c)*c + y%c into y."""
+    """Fold an integer sum whose range is one value; else collect like terms and constants, and recombine
+    (y//c)*c + y%c into y."""
+    lo, hi = x._vrange or x._range()
+    if lo == hi and x.dtype.count == 1:
+        return UOp.const(x.dtype, lo)
     if not _is_int(x):
         return None
     a, b = x.src
@@ -672,9 +679,10 @@ symbolic_simple = PatternMatcher(
 symbolic = symbolic_simple + PatternMatcher(
     [
         # integer/bool nodes whose value range is a single value
-        (UPat(GroupOp.ALU | {Ops.CAST}, dtype=_INTS_BOOL, name="x"), _range_fold),
+        # (ADD/SUB: _collect folds their ranges first, one rule call per node)
+        (UPat((GroupOp.ALU | {Ops.CAST}) - {Ops.ADD, Ops.SUB}, dtype=_INTS_BOOL, name="x"), _range_fold),
         (UPat(Ops.MUL, src=(UPat(Ops.MUL, src=(UPat.var("y"), UPat.cvar("c1"))), UPat.cvar("c2")), name="x"), _mul_mul),
-        (UPat((Ops.ADD, Ops.SUB), dtype=_INTS, name="x"), _collect),
+        (UPat((Ops.ADD, Ops.SUB), dtype=_INTS_BOOL, name="x"), _collect),
         (UPat((Ops.IDIV, Ops.MOD), dtype=_INTS, src=_bin_with_const, name="x"), _divmod),
         (UPat((Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ), src=(UPat.var("a"), UPat(Ops.CONST, name="b")), name="x"), _cmp_const),
         (UPat(Ops.CMPLT, src=(UPat(Ops.CONST, name="a"), UPat.var("b")), name="x"), _cmp_const),

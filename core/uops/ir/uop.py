@@ -382,9 +382,11 @@ class UOp(_UOpFields):
             if node._vrange is not None:
                 stack.pop()
                 continue
-            todo = [s for s in node.src if s._vrange is None]
-            if todo:
-                stack += todo
+            n = len(stack)
+            for s in node.src:
+                if s._vrange is None:
+                    stack.append(s)
+            if len(stack) > n:
                 continue
             stack.pop()
             _set_vrange(node, _compute_range(node))
