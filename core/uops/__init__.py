@@ -1,34 +1,48 @@
-"""uops: a slim tensor-compiler core. Backends are separate packages found through entry points."""
+"""uops: a slim tensor-compiler core. Backends are separate packages found through entry points.
 
-from typing import TYPE_CHECKING
+``import uops`` loads only the dtypes and the version; every other public name is imported the
+first time it is used (PEP 562), so a script that only asks for a device pays for the plugins
+layer alone, not for the IR, the front end or the code generator.
+"""
 
 from uops.dtypes import DType, PtrDType, dtypes
-from uops.ir.ops import AxisType, GroupOp, Ops
-from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.ir.uop import UOp
 from uops.version import __version__
 
+TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
 if TYPE_CHECKING:
     from uops.frontend.load import load_program
     from uops.frontend.tensor import Tensor
+    from uops.ir.ops import AxisType, GroupOp, Ops
+    from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+    from uops.ir.uop import UOp
     from uops.plugins import Device
+
+#: public name -> the module that defines it, imported on first use
+_LAZY = {
+    "AxisType": "uops.ir.ops",
+    "GroupOp": "uops.ir.ops",
+    "Ops": "uops.ir.ops",
+    "PatternMatcher": "uops.ir.rewrite",
+    "UPat": "uops.ir.rewrite",
+    "graph_rewrite": "uops.ir.rewrite",
+    "UOp": "uops.ir.uop",
+    "Device": "uops.plugins",
+    "Tensor": "uops.frontend.tensor",
+    "load_program": "uops.frontend.load",  # the checked loader of saved ProgramSpecs
+}
 
 
 def __getattr__(name: str) -> object:
-    # `Device` is resolved on first use so `import uops` reads no plugin metadata and imports no plugin.
-    if name == "Device":
-        from uops.plugins import Device
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'uops' has no attribute {name!r}")
+    value = getattr(__import__(module, fromlist=(name,)), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return Device
-    if name == "Tensor":  # the front end, imported on first use to keep `import uops` light
-        from uops.frontend.tensor import Tensor
 
-        return Tensor
-    if name == "load_program":  # the checked loader of saved ProgramSpecs
-        from uops.frontend.load import load_program
-
-        return load_program
-    raise AttributeError(f"module 'uops' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

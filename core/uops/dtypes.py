@@ -9,11 +9,12 @@ from __future__ import annotations
 import builtins
 import math
 import struct
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Final
 
-if TYPE_CHECKING:  # numpy is imported on first use, so `import uops` stays cheap
+TYPE_CHECKING = False  # typing is not imported at run time: `import uops` stays a few milliseconds
+if TYPE_CHECKING:  # numpy is imported on first use, for the same reason
+    from typing import Any, Final
+
     import numpy as np
 
 
@@ -23,23 +24,45 @@ class AddrSpace(IntEnum):
     REG = 2
 
 
-@dataclass(frozen=True, eq=True)
 class DType:
-    """A scalar or vector type. ``count`` > 1 makes a vector of ``count`` scalars."""
+    """A scalar or vector type. ``count`` > 1 makes a vector of ``count`` scalars.
 
+    Immutable, compared and hashed by value, like a frozen dataclass; written by hand because the
+    ``dataclasses`` module (and the ``inspect`` it imports) costs more than the rest of ``import uops``.
+    """
+
+    __slots__ = ("priority", "itemsize", "name", "fmt", "kind", "count", "_key", "_hash")
     priority: int  # orders promotion inside a kind
     itemsize: int  # bytes of one scalar
     name: str
     fmt: str | None  # struct/numpy character, None for bfloat16
     kind: str  # 'b' bool, 'i' signed, 'u' unsigned, 'f' float
-    count: int = 1
+    count: int
+    _key: tuple[Any, ...]
+    _hash: int
 
-    def __post_init__(self) -> None:
-        # dtypes are hashed on every UOp-cache lookup and dtype-filtered rule: hash the fields once
-        object.__setattr__(self, "_hash", hash((type(self), *(getattr(self, f) for f in self.__dataclass_fields__))))
+    def __init__(self, priority: int, itemsize: int, name: str, fmt: str | None, kind: str, count: int = 1) -> None:
+        _init_fields(self, (priority, itemsize, name, fmt, kind, count))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: {type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: {type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> builtins.bool:
+        if self is other:
+            return True
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key == other._key
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[attr-defined]
+        # dtypes are hashed on every UOp-cache lookup and dtype-filtered rule: hashed once, when made
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[DType], tuple[Any, ...]]:
+        return type(self), self._key
 
     def vec(self, n: int) -> DType:
         if self.count != 1:
@@ -64,13 +87,19 @@ class DType:
         return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
 
 
-@dataclass(frozen=True, eq=True)
 class PtrDType(DType):
-    base: DType = None  # type: ignore[assignment]
-    addrspace: AddrSpace = AddrSpace.GLOBAL
-    size: int = -1  # elements, -1 when unknown (global buffers)
+    """A pointer to ``base`` in ``addrspace``; ``size`` elements, -1 when unknown (global buffers)."""
 
-    __hash__ = DType.__hash__
+    __slots__ = ("base", "addrspace", "size")
+    base: DType
+    addrspace: AddrSpace
+    size: int
+
+    def __init__(
+        self, priority: int, itemsize: int, name: str, fmt: str | None, kind: str, count: int = 1,
+        base: DType = None, addrspace: AddrSpace = AddrSpace.GLOBAL, size: int = -1,  # type: ignore[assignment]
+    ) -> None:  # fmt: skip
+        _init_fields(self, (priority, itemsize, name, fmt, kind, count, base, addrspace, size))
 
     def vec(self, n: int) -> DType:
         raise ValueError("pointer types have no vector form; vectorise the base type")
@@ -80,6 +109,17 @@ class PtrDType(DType):
 
     def __repr__(self) -> str:
         return f"{self.base!r}.ptr({self.size}, {self.addrspace.name})"
+
+
+_FIELDS = ("priority", "itemsize", "name", "fmt", "kind", "count", "base", "addrspace", "size")
+_set = object.__setattr__
+
+
+def _init_fields(dt: DType, values: tuple[Any, ...]) -> None:
+    for field, value in zip(_FIELDS, values):
+        _set(dt, field, value)
+    _set(dt, "_key", values)
+    _set(dt, "_hash", hash((type(dt), *values)))
 
 
 class dtypes:

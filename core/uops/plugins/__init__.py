@@ -7,7 +7,19 @@ This package re-exports the public names, so plugins write ``from uops.plugins i
 from uops.plugins.device import Device, DeviceHandle, Devices, register_backend, unregister_backend
 from uops.plugins.hooks import PRIORITY, Backend, PluginError, UopsHookSpec, hookimpl, hookspec
 from uops.plugins.registry import PluginStatus, Registry, canonical_device
-from uops.renderer import Target
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from uops.renderer import Target
+
+
+def __getattr__(name: str) -> object:
+    if name == "Target":  # the renderer layer (and the IR under it) is imported when first asked for
+        from uops.renderer import Target
+
+        return Target
+    raise AttributeError(f"module 'uops.plugins' has no attribute {name!r}")
+
 
 __all__ = [
     "PRIORITY",

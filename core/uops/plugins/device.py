@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from uops.plugins.hooks import Backend, PluginError
 from uops.plugins.registry import Registry, _Record
-from uops.renderer import Target
 
 if TYPE_CHECKING:
     from uops.compiler import Compiler
-    from uops.renderer import Renderer
+    from uops.renderer import Renderer, Target
     from uops.runtime import Allocator, Runtime
 
 __all__ = ["Device", "DeviceHandle", "Devices", "register_backend", "unregister_backend"]
@@ -100,6 +99,8 @@ class DeviceHandle:
             if t is None:
                 self._check_arch(arch)
                 self._need_compile()
+                from uops.renderer import Target  # the IR it needs loads when a target is made, not at start-up
+
                 if arch is None:
                     renderer, compiler = self.renderer, self.compiler
                 else:
