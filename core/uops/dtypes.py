@@ -7,8 +7,6 @@ bfloat16 has no numpy equivalent: host buffers of bfloat16 hold the raw 16 bits 
 from __future__ import annotations
 
 import builtins
-import math
-import struct
 from enum import IntEnum
 
 TYPE_CHECKING = False  # typing is not imported at run time: `import uops` stays a few milliseconds
@@ -16,6 +14,9 @@ if TYPE_CHECKING:  # numpy is imported on first use, for the same reason
     from typing import Any, Final
 
     import numpy as np
+
+
+_INF = float("inf")
 
 
 class AddrSpace(IntEnum):
@@ -168,7 +169,7 @@ class dtypes:
             return 0
         if dt.kind == "i":
             return -(2 ** (8 * dt.itemsize - 1))
-        return -math.inf
+        return -_INF
 
     @staticmethod
     def max(dt: DType) -> builtins.int | builtins.float:
@@ -178,7 +179,7 @@ class dtypes:
             return 2 ** (8 * dt.itemsize) - 1
         if dt.kind == "i":
             return 2 ** (8 * dt.itemsize - 1) - 1
-        return math.inf
+        return _INF
 
 
 SCALARS: tuple[DType, ...] = (
@@ -253,32 +254,36 @@ def truncate(x: object, dt: DType) -> bool | int | float:
         return bool(x)
     if dt.kind in "iu":
         if isinstance(x, float):
-            if not math.isfinite(x):
+            if x != x or abs(x) == _INF:  # nan or infinite
                 return 0  # undefined in C; pick a deterministic value
             x = int(x)  # C truncation toward zero
         return _cast_int(int(x), dt)  # type: ignore[call-overload]
     xf = float(x)  # type: ignore[arg-type]
     if dt == dtypes.float64:
         return xf
+    import struct  # here, not at the top: choosing a device never needs it
+
     if dt == dtypes.bfloat16:
-        bits = struct.unpack("<I", struct.pack("<f", _to_f32(xf)))[0]
-        if math.isnan(xf):
+        if xf != xf:  # nan
             return xf
+        bits = struct.unpack("<I", struct.pack("<f", _to_f32(xf)))[0]
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
         return float(struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0])
     if dt == dtypes.float16:
         try:
             return float(struct.unpack("<e", struct.pack("<e", xf))[0])
         except OverflowError:
-            return math.copysign(math.inf, xf)
+            return _INF if xf > 0 else -_INF
     return _to_f32(xf)
 
 
 def _to_f32(x: float) -> float:
+    import struct
+
     try:
         return float(struct.unpack("<f", struct.pack("<f", x))[0])
     except OverflowError:  # beyond float32's range: rounds to infinity, as a C cast does
-        return math.copysign(math.inf, x)
+        return _INF if x > 0 else -_INF
 
 
 def f32_to_bf16(x: np.ndarray | np.floating) -> np.ndarray:

@@ -29,19 +29,29 @@ class DistMetadata(NamedTuple):
     requires: list[str]
 
 
-class EntryPoint(NamedTuple):
+class EntryPoint:
     """An entry point and where its distribution's metadata lives (read only when the plugin is loaded).
 
     ``dist_name``/``dist_version`` come from the ``.dist-info`` directory's name, so a plugin
-    disabled by distribution name is matched without opening any of its files.
+    disabled by distribution name is matched without opening any of its files. A plain class:
+    a NamedTuple costs a compile at every start.
     """
 
-    name: str
-    value: str
-    dist_path: str | None = None  # the .dist-info / .egg-info directory (fast scan)
-    dist: Any = None  # an importlib.metadata.Distribution (fallback scan)
-    dist_name: str | None = None
-    dist_version: str | None = None
+    __slots__ = ("name", "value", "dist_path", "dist", "dist_name", "dist_version")
+
+    def __init__(
+        self, name: str, value: str, dist_path: str | None = None, dist: Any = None, dist_name: str | None = None,
+        dist_version: str | None = None,
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.value = value
+        self.dist_path = dist_path  # the .dist-info / .egg-info directory (fast scan)
+        self.dist = dist  # an importlib.metadata.Distribution (fallback scan)
+        self.dist_name = dist_name
+        self.dist_version = dist_version
+
+    def __repr__(self) -> str:
+        return f"EntryPoint({self.name!r}, {self.value!r}, dist_path={self.dist_path!r})"
 
     @property
     def module(self) -> str:
@@ -54,9 +64,9 @@ class EntryPoint(NamedTuple):
         if self.dist_path is None:
             return None
         if self.dist_path.lower().endswith(".egg-info"):
-            meta = parse_metadata(_read(os.path.join(self.dist_path, "PKG-INFO")))
+            meta = parse_metadata(_read_headers(os.path.join(self.dist_path, "PKG-INFO")))
             return DistMetadata(meta.name, meta.version, _egg_requires(self.dist_path))
-        return parse_metadata(_read(os.path.join(self.dist_path, "METADATA")))
+        return parse_metadata(_read_headers(os.path.join(self.dist_path, "METADATA")))
 
     def distribution(self) -> Any:
         """The importlib.metadata Distribution (for tools that want the full metadata API)."""
@@ -71,6 +81,17 @@ class EntryPoint(NamedTuple):
 def _read(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def _read_headers(path: str) -> str:
+    """The header block of a METADATA / PKG-INFO file: the lines up to the first blank one (not the description)."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                break
+            lines.append(line)
+    return "".join(lines)
 
 
 def parse_metadata(text: str) -> DistMetadata:
@@ -153,6 +174,8 @@ def scan_sys_path(group: str) -> list[EntryPoint] | None:
                 text = _read(os.path.join(path, "entry_points.txt"))
             except OSError:
                 continue
+            if f"[{group}]" not in text:
+                continue  # most distributions declare other groups only: no need to parse them
             version = rest.partition("-")[0] or None
             found += [
                 EntryPoint(n, v, dist_path=path, dist_name=raw_name, dist_version=version)

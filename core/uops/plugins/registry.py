@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import pluggy
 
-from uops.plugins.discovery import ENTRY_POINT_GROUP, EntryPoint, entry_points
+from uops.plugins.discovery import ENTRY_POINT_GROUP, DistMetadata, EntryPoint, entry_points
 from uops.plugins.hooks import Backend, PluginError, UopsHookSpec
 from uops.plugins.versions import SpecifierError, normalize_dist, specifier_contains, uops_range
 from uops.version import __version__ as _core_version
@@ -147,6 +147,7 @@ class Registry:
         self._lock = _thread.RLock()
         self._records: dict[str, _Record] | None = None
         self._module_results: dict[str, list[Backend] | BaseException] = {}
+        self._dist_metadata: dict[str, DistMetadata | None] = {}  # by .dist-info path: read once per distribution
         self._registered: dict[str, Backend] = {}
         self._pm: pluggy.PluginManager | None = None
         self._default: str | None = None
@@ -201,7 +202,15 @@ class Registry:
             rec.distribution, rec.version = "uops", _core_version
             rec.api_range = f"=={rec.version}"
             return
-        meta = rec.entry_point.metadata() if rec.entry_point is not None else None
+        ep = rec.entry_point
+        if ep is None:
+            return
+        if ep.dist_path is None:
+            meta = ep.metadata()
+        else:  # a distribution with several devices (CUDA and CUDA_EMU) has its METADATA read once
+            if ep.dist_path not in self._dist_metadata:
+                self._dist_metadata[ep.dist_path] = ep.metadata()
+            meta = self._dist_metadata[ep.dist_path]
         if meta is None:
             return
         rec.distribution, rec.version = meta.name, meta.version
@@ -216,6 +225,7 @@ class Registry:
         with self._lock:
             self._records = None
             self._module_results.clear()
+            self._dist_metadata.clear()
             self._pm = None
             self._default = None
 

@@ -6,7 +6,7 @@ A plugin's requirement on `uops` (its Requires-Dist) is the core API range it su
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
 
 class SpecifierError(ValueError):
@@ -26,12 +26,15 @@ _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "
 _CLAUSE_RE = r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)\s*$"
 
 
-class _Version(NamedTuple):
-    epoch: int
-    release: tuple[int, ...]
-    pre: tuple[int, int] | None
-    post: int | None
-    dev: int | None
+class _Version:
+    """A parsed version (a plain class: a NamedTuple costs a compile at every start, for a rarely used type)."""
+
+    __slots__ = ("epoch", "release", "pre", "post", "dev")
+
+    def __init__(
+        self, epoch: int, release: tuple[int, ...], pre: tuple[int, int] | None, post: int | None, dev: int | None
+    ) -> None:
+        self.epoch, self.release, self.pre, self.post, self.dev = epoch, release, pre, post, dev
 
     @staticmethod
     def parse(text: str) -> _Version:

@@ -63,10 +63,14 @@ def probe_compile() -> str | None:
 
 
 def probe_runtime() -> str | None:
-    """The runtime needs ctypes and a writable temp dir (compiled libraries are dlopened from files)."""
-    import importlib.util
+    """The runtime needs ctypes and a writable temp dir (compiled libraries are dlopened from files).
 
-    if importlib.util.find_spec("_ctypes") is None:
+    ctypes is looked for, not imported (nor through importlib.util, whose imports cost milliseconds).
+    """
+    import sys
+    from importlib.machinery import PathFinder
+
+    if "_ctypes" not in sys.builtin_module_names and PathFinder.find_spec("_ctypes") is None:
         return "this Python was built without ctypes, which the CPU runtime needs; use a standard CPython build"
     tmp = next((os.environ[v] for v in ("TMPDIR", "TEMP", "TMP") if os.environ.get(v)), "/tmp")
     if not os.access(tmp, os.W_OK | os.X_OK):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
@@ -27,6 +26,7 @@ from uops.plugins.probes import any_path_exists, emulation_probe
 
 if TYPE_CHECKING:
     import ctypes
+    from pathlib import Path
 
     from uops.compiler import Compiler
     from uops.runtime import Runtime
@@ -88,13 +88,20 @@ def _cu_error_name(lib: ctypes.CDLL, err: int) -> str:
 
 
 def find_nvrtc_libraries() -> list[Path]:
-    """libnvrtc.so files in NVIDIA wheels on sys.path (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib) and CUDA_HOME.
+    """libnvrtc.so files in NVIDIA wheels on sys.path (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib) and CUDA_HOME."""
+    from pathlib import Path
+
+    return [Path(p) for p in _nvrtc_library_paths()]
+
+
+def _nvrtc_library_paths() -> list[str]:
+    """The paths of `find_nvrtc_libraries`, for the probe: strings, so choosing a device never imports pathlib.
 
     Directory listings, not glob patterns: globbing compiles regular expressions (milliseconds).
     """
     roots = [os.path.join(p, "nvidia") for p in sys.path if p]
     roots += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    found: list[Path] = []
+    found: list[str] = []
     for root in roots:
         try:
             libdirs = [os.path.join(root, d, "lib") for d in sorted(os.listdir(root))]
@@ -106,7 +113,7 @@ def find_nvrtc_libraries() -> list[Path]:
             except OSError:
                 continue
             found += [
-                Path(d, n)
+                os.path.join(d, n)
                 for n in names
                 if n.startswith("libnvrtc.so") and "builtins" not in n and os.path.isfile(os.path.join(d, n))
             ]
@@ -125,7 +132,7 @@ def probe_compile() -> str | None:
     """None when cuda-bindings is installed and a libnvrtc is found (a wheel, CUDA_HOME, or the loader path)."""
     if not _cuda_bindings_installed():
         return f"the CUDA compiler needs cuda-bindings, which is not installed; {NVRTC_INSTALL_HINT}"
-    if find_nvrtc_libraries():
+    if _nvrtc_library_paths():
         return None
     import ctypes
 
