@@ -4,7 +4,9 @@ Why: a script that does not name its device pays for `Device.DEFAULT` on every s
 choosing one must stay cheap (entry points, the hook modules and probes that only look; no
 vendor bindings, no numpy). Each case runs in a fresh interpreter N times; the table shows the
 median wall time and the extra over `python -c pass`. Targets: `import uops; Device.DEFAULT`
-and `import uops; Device["CPU"]` each at most 50 ms over bare Python with every plugin installed.
+and `import uops; Device["CPU"]` each at most 50 ms over bare Python (the median) with every
+plugin installed. The in-process split that follows is the steadier figure on a loaded machine;
+most of what is left there is pluggy itself (with the typing and inspect it imports).
 
     python bench/startup.py [-n 20] [--python PATH]
 """
@@ -52,13 +54,14 @@ _GOAL_S = 0.050
 
 _BREAKDOWN = """
 import time
-t0 = time.perf_counter(); import uops
-t1 = time.perf_counter(); import uops.plugins
-t2 = time.perf_counter(); uops.plugins.Device.names()
-t3 = time.perf_counter(); uops.plugins.Device.DEFAULT
-t4 = time.perf_counter(); import numpy
-t5 = time.perf_counter()
-print(t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)
+w0, c0 = time.perf_counter(), time.process_time(); import uops
+t1 = time.perf_counter(); import pluggy
+t2 = time.perf_counter(); import uops.plugins
+t3 = time.perf_counter(); uops.plugins.Device.names()
+t4 = time.perf_counter(); uops.plugins.Device.DEFAULT
+t5, c5 = time.perf_counter(), time.process_time(); import numpy
+t6 = time.perf_counter()
+print(t1 - w0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t5 - w0, c5 - c0)
 """
 
 
@@ -121,19 +124,22 @@ def main(argv: list[str] | None = None) -> int:
     for label in ("import uops; Device.DEFAULT", 'import uops; Device["CPU"]'):
         extra, extra_min = lookup[label][0] - bare, lookup[label][1] - bare_min
         extra_cpu = lookup[label][2] - bare_cpu
-        verdict = "within" if min(extra, extra_cpu) <= _GOAL_S else "OVER"
+        verdict = "within" if extra <= _GOAL_S else "OVER"
         print(
             f"{label}: {extra * 1e3:.1f} ms over bare Python (min {extra_min * 1e3:.1f}, CPU {extra_cpu * 1e3:.1f}), "
-            f"{verdict} the 50 ms goal"
+            f"{verdict} the 50 ms goal (median)"
         )
     print("(the machine's load shows as noise: compare the min columns when medians disagree)")
     # the same split measured inside one interpreter: immune to process start-up noise
     samples = [_breakdown(py, env) for _ in range(args.runs)]
-    parts = ("import uops", "import uops.plugins (+pluggy)", "Device.names()", "Device.DEFAULT", "then import numpy")
-    print(
-        "in-process breakdown, median ms: "
-        + ", ".join(f"{p} {statistics.median(s[i] for s in samples) * 1e3:.1f}" for i, p in enumerate(parts))
-    )
+    parts = (
+        "import uops", "import pluggy", "import uops.plugins", "Device.names()", "Device.DEFAULT", "then import numpy",
+        "import uops through Device.DEFAULT", "the same in CPU time",
+    )  # fmt: skip
+    print("in-process, median ms (min):")
+    for i, p in enumerate(parts):
+        col = [s[i] for s in samples]
+        print(f"  {p.ljust(34)} {statistics.median(col) * 1e3:6.1f} ({min(col) * 1e3:.1f})")
     return 0
 
 
