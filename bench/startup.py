@@ -35,19 +35,23 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _time(cmd: list[str], runs: int, env: dict[str, str]) -> tuple[float, float, float]:
-    """(median wall, min wall, median CPU) seconds of `cmd` over `runs` runs (after one warm-up for the file cache).
-
-    CPU time (user + system of the child) is the steadier figure on a shared, loaded machine.
+def _time(cases: list[tuple[str, list[str]]], runs: int, env: dict[str, str]) -> list[tuple[float, float, float]]:
+    """(median wall, min wall, median CPU) seconds of each command over `runs` rounds (after one warm-up
+    for the file cache). Each round runs every case once, so a change in the machine's load while the
+    bench runs shifts all of them alike instead of one case. CPU time (user + system of the child) is
+    the steadier figure on a shared, loaded machine.
     """
-    subprocess.run(cmd, check=True, capture_output=True, env=env)
-    walls, cpus = [], []
-    for _ in range(runs):
-        c0, t0 = _children_cpu(), time.perf_counter()
+    for _, cmd in cases:
         subprocess.run(cmd, check=True, capture_output=True, env=env)
-        walls.append(time.perf_counter() - t0)
-        cpus.append(_children_cpu() - c0)
-    return statistics.median(walls), min(walls), statistics.median(cpus)
+    walls: list[list[float]] = [[] for _ in cases]
+    cpus: list[list[float]] = [[] for _ in cases]
+    for _ in range(runs):
+        for i, (_, cmd) in enumerate(cases):
+            c0, t0 = _children_cpu(), time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, env=env)
+            walls[i].append(time.perf_counter() - t0)
+            cpus[i].append(_children_cpu() - c0)
+    return [(statistics.median(w), min(w), statistics.median(c)) for w, c in zip(walls, cpus)]
 
 
 _GOAL_S = 0.050
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         [py, "-c", "import uops; print(','.join(uops.Device.names()))"], capture_output=True, text=True, env=env
     ).stdout.strip()
     print(f"python: {py}\ninstalled uops devices: {names or '(none)'}\nmedian of {args.runs} runs")
-    results = [(label, _time(cmd, args.runs, env)) for label, cmd in cases]
+    results = list(zip([label for label, _ in cases], _time(cases, args.runs, env)))
     bare, bare_min, bare_cpu = results[0][1]
     width = max(len(label) for label, _ in results)
     head = f"{'median ms':>9}  {'extra ms':>8}  {'min ms':>7}  {'extra':>7}  {'cpu ms':>7}  {'extra':>7}"
