@@ -133,3 +133,42 @@ def test_a_candidate_slower_than_the_cutoff_is_not_read_back_or_timed_again() ->
     assert got is None and t > 0.0
     t, got = bench.run(get_program(ast, dev.renderer, dev.compiler, []))
     assert got is not None and bench.agrees(got)
+
+
+def test_the_search_starts_from_the_default_and_each_of_its_prefixes(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "PRUNE", float("inf"))
+    ast, ref, shapes = matmul(8, 8, 16)
+    default = hand_coded_opts(ast, Device["CPU"].renderer)
+    assert len(default) >= 2, "a kernel whose default has prefixes to seed the search with"
+    assert search.seeds(default) == [default[:n] for n in range(len(default), -1, -1)]
+    opts, timed = _search("CPU", ast)
+    assert all(tuple(s) in timed for s in search.seeds(default))
+    got, want = run_ast("CPU", ast, ref, shapes, opts)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+class _ScriptedBench:
+    """Stands in for the device: each kernel's time is what the script says (its first lucky run aside)."""
+
+    def __init__(self, times: dict[tuple[Opt, ...], float]) -> None:
+        self.times = times
+
+    def run(self, spec, cutoff: float = float("inf"), timed_runs: int = 3):  # type: ignore[no-untyped-def]
+        return self.times[tuple(spec.opts)], {}
+
+
+def test_a_winner_from_a_lucky_run_does_not_replace_the_default() -> None:
+    ast = matmul(8, 8, 16)[0]
+    dev = Device["CPU"]
+    default = hand_coded_opts(ast, dev.renderer)
+    other = [Opt(OptOps.UPCAST, 0, 2)]
+    bench = _ScriptedBench({tuple(default): 1.0, tuple(other): 2.0})
+    timed = {tuple(default): 1.5, tuple(other): 0.5}  # the search saw the other one win once
+    got = search._confirm(ast, dev.renderer, dev.compiler, bench, (other, 0.5), default, timed)  # type: ignore[arg-type]
+    assert got == (default, 1.0) and timed[tuple(default)] == 1.0
+    bench = _ScriptedBench({tuple(default): 1.0, tuple(other): 0.25})  # really faster: it wins again
+    timed = {tuple(default): 1.5, tuple(other): 0.5}
+    got = search._confirm(ast, dev.renderer, dev.compiler, bench, (other, 0.5), default, timed)  # type: ignore[arg-type]
+    assert got == (other, 0.25)

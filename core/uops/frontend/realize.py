@@ -143,6 +143,8 @@ def compile_schedule(items: list[ScheduleItem]) -> None:
             check_dtype(item.device, b.dtype)
         if (item.ast, item.device) not in _programs:
             todo[(item.ast, item.device)] = None
+    if len(todo) < 2:  # nothing to overlap: a repeated op has every kernel loaded already
+        return
     workers = compile_workers(len(todo))
     if workers < 2 or beam_width() > 0:
         return
