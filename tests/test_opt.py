@@ -23,7 +23,7 @@ from uops.testing.kit.test_opts import bufs, col_max, matmul, run_ast
 
 U, R, L, G, GT, T = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.THREAD
 S = OptOps.SWAP
-I = OptOps.INNER
+I, B = OptOps.INNER, OptOps.BLOCK
 
 
 def test_strided_reductions_stream_rows_through_an_inner_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,6 +35,7 @@ def test_strided_reductions_stream_rows_through_an_inner_loop(monkeypatch: pytes
     assert opts == [Opt(I, 0, 1024), Opt(R, 0, 4), Opt(T, 0, 2)], opts
     src = get_program(ast, cpu, Device["CPU"].compiler, opts).src
     assert src.count("for (") == 4, src  # accumulators cleared, rows with the INNER loop inside, stores
+    assert "acc0[1024]" in src, src  # the four unrolled rows are added up before their element's accumulator
     assert not any(o.op is I for o in hand_coded_opts(ast, Device["CUDA"].renderer))
 
 
@@ -77,6 +78,11 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
         ([Opt(I, 0, 4), Opt(G, 0, 4)], "PYTHON", "grouped reduction does not combine"),
         ([Opt(G, 0, 4), Opt(I, 0, 4)], "PYTHON", "does not combine with a grouped reduction"),
         ([Opt(L, 0, 32), Opt(L, 1, 32), Opt(G, 0, 32)], "PYTHON", "threads per workgroup"),
+        ([Opt(B, 0, 8), Opt(B, 0, 2)], "CPU", "already blocked"),
+        ([Opt(B, 0, 32)], "CPU", "leaves one block"),
+        ([Opt(B, 0, 8), Opt(I, 0, 4)], "CPU", "BLOCKed reduction does not combine with INNER"),
+        ([Opt(I, 0, 4), Opt(B, 0, 8)], "CPU", "does not combine with INNER or GROUP"),
+        ([Opt(B, 0, 8), Opt(G, 0, 4)], "PYTHON", "does not combine with GROUP"),
     ],
 )
 def test_opts_that_do_not_fit_raise_opt_error(opts: list[Opt], device: str, message: str) -> None:
@@ -85,12 +91,25 @@ def test_opts_that_do_not_fit_raise_opt_error(opts: list[Opt], device: str, mess
         apply_opts(ast, opts, Device[device].renderer)
 
 
+def test_block_needs_a_plain_sum_stored_directly() -> None:
+    cpu = Device["CPU"].renderer
+    with pytest.raises(OptError, match="a sum over the axis directly"):
+        apply_opts(col_max(64, 8)[0], [Opt(B, 0, 16)], cpu)  # a max: its blocks cannot be added up
+    out, x = bufs(2)
+    j, r = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(64, 1, AxisType.REDUCE)
+    scaled_sum = x.index(r * 8 + j).load().reduce(r) * 2.0
+    with pytest.raises(OptError, match="a sum over the axis directly"):
+        apply_opts(UOp.sink(out.index(j).store(scaled_sum)), [Opt(B, 0, 16)], cpu)
+
+
 def test_inner_loops_are_bounded_and_flat() -> None:
     cpu = Device["CPU"].renderer
     with pytest.raises(OptError, match="16384 accumulators exceed the INNER limit"):
-        apply_opts(col_max(64, 4096)[0], [Opt(I, 0, 4096), Opt(R, 0, 4)], cpu)
+        apply_opts(col_max(64, 16384)[0], [Opt(I, 0, 4096), Opt(U, 0, 4)], cpu)
     with pytest.raises(OptError, match="accumulators exceed the INNER limit"):
-        apply_opts(col_max(64, 4096)[0], [Opt(R, 0, 4), Opt(I, 0, 4096)], cpu)
+        apply_opts(col_max(64, 16384)[0], [Opt(U, 0, 4), Opt(I, 0, 4096)], cpu)
+    # unrolled rows join before the one accumulator of each element: no more accumulators than INNER's length
+    apply_opts(col_max(64, 8192)[0], [Opt(R, 0, 4), Opt(I, 0, 8192)], cpu)
     out, x = bufs(2)
     j, r, s = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(8, 1, AxisType.REDUCE), UOp.range(8, 2, AxisType.REDUCE)
     nested = (x.index(r * 8 + j).load() + x.index(s * 8 + j).load().reduce(s)).reduce(r)

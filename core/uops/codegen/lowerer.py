@@ -121,7 +121,8 @@ def _fits_grid(groups: list[list[UOp]], limits: tuple[int, ...]) -> bool:
 
 
 def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
-    """Replace output (GLOBAL) ranges. Returns the new sink, launch dims and the loop ranges created.
+    """Replace output (GLOBAL) ranges. Returns the new sink, launch dims and the loops, outermost first (a
+    BLOCKed reduction's loop over blocks, then on CPU-style renderers one loop per output axis).
 
     A THREAD range (CPU-style) becomes the core index ``gidx0``; LOCAL and GROUP_REDUCE ranges
     (GPU-style) become workgroup indices, one dimension each, and then no local size is picked.
@@ -131,12 +132,15 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
     )
     dims = LaunchDims()
     mapping: dict[UOp, UOp] = {}
-    loops: list[UOp] = []
+    # a BLOCKed reduction's loop over blocks (kind LOOP in the AST) goes around every output loop
+    loops: list[UOp] = sorted(
+        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOOP}, key=lambda r: r.arg[0]
+    )
     if ren.global_max is None:
         for t in (u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.THREAD):
             mapping[t] = UOp(Ops.SPECIAL, dtypes.index, (t.src[0],), "gidx0")
             dims.global_size.append(t.src[0])
-        prev: UOp | None = None
+        prev: UOp | None = loops[-1] if loops else None
         for r in out_ranges:
             new = UOp(Ops.RANGE, r.dtype, (r.src[0],) if prev is None else (r.src[0], prev), (r.arg[0], AxisType.LOOP))
             mapping[r] = new

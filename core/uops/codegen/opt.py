@@ -11,14 +11,18 @@ After the splits, ``expand`` removes the register axes: an UPCAST axis becomes o
 an UNROLL axis becomes one partial reduction per lane (separate accumulators, combined after the
 loop). The lowering then shares one loop between the reductions over the same ranges, which is what
 register tiling needs. An INNER axis stays a loop, but one the lowering puts inside the reduction
-loops, with one accumulator per element in an array: a reduction over a strided axis (a sum over
-axis 0) then reads whole contiguous rows per pass instead of one cache line per row. LOCAL and
+loops, with one accumulator per element in an array (UNROLL lanes are added up before it): a
+reduction over a strided axis (a sum over axis 0) then reads whole contiguous rows per pass instead
+of one cache line per row. LOCAL and
 GROUP axes become workgroup indices (GPU-style renderers); a GROUP reduction combines its partials
 through local memory (see ``lower_groups`` in the lowerer). THREAD axes become the core index of
 CPU kernels.
 
+BLOCK splits a reduce axis into blocks whose loop goes around the output loops; each block adds its
+partial sums to the output (see ``block_reduce``).
+
 Axis numbers: UPCAST, INNER, LOCAL and THREAD take the index of an output axis (GLOBAL ranges by id);
-UNROLL, GROUP and GROUPTOP the index of a reduce axis (REDUCE ranges by id).
+UNROLL, GROUP, GROUPTOP and BLOCK the index of a reduce axis (REDUCE ranges by id).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class OptOps(Enum):
     THREAD = auto()  # output axis across CPU cores, one contiguous chunk each
     SWAP = auto()  # exchange the loop positions of two output axes (amount: the other axis)
     INNER = auto()  # output axis as a loop inside the reductions, one accumulator per element
+    BLOCK = auto()  # reduce axis in blocks of ``amount``: a loop over blocks around the output loops
 
 
 class OptError(ValueError):
@@ -202,18 +207,57 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
             raise OptError(f"{opt}: THREAD is for CPU-style renderers; {ren.device} launches a grid (use LOCAL)")
         if axes_of(ast, AxisType.THREAD):
             raise OptError(f"{opt}: the kernel is already split across threads")
+    if opt.op is OptOps.BLOCK:
+        return block_reduce(ast, axes[opt.axis], opt)
     if opt.op in (OptOps.INNER, OptOps.GROUP, OptOps.GROUPTOP):
+        if axes_of(ast, AxisType.LOOP):
+            raise OptError(f"{opt}: a BLOCKed reduction does not combine with {opt.op.name}")
         _check_inner(ast, opt)
     if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
         lanes = _lanes(ast, (AxisType.UPCAST, AxisType.UNROLL)) * opt.amount
         if lanes > MAX_LANES:
             raise OptError(f"{opt}: {lanes} register lanes exceed the limit of {MAX_LANES}")
+        upcast = _lanes(ast, (AxisType.UPCAST,)) * (opt.amount if opt.op is OptOps.UPCAST else 1)
         for loop in axes_of(ast, AxisType.INNER):
-            accs = lanes * int(loop.src[0].arg) * sum(1 for u in ast.toposort() if u.op is Ops.REDUCE)
+            accs = upcast * int(loop.src[0].arg) * sum(1 for u in ast.toposort() if u.op is Ops.REDUCE)
             if accs > MAX_INNER_ACCS:
                 raise OptError(f"{opt}: {accs} accumulators exceed the INNER limit of {MAX_INNER_ACCS}")
     top = opt.op in (OptOps.THREAD, OptOps.GROUPTOP)
     return split_axis(ast, axes[opt.axis], opt.amount, _KIND[opt.op], top)
+
+
+def block_reduce(ast: UOp, r: UOp, opt: Opt) -> UOp:
+    """Split reduce axis ``r`` into blocks of ``opt.amount``; the loop over blocks (an AST range of kind LOOP)
+    goes around the output loops and each block adds its partial sums to the output, the first one storing
+    them. A matmul's reduction then walks a block of B's rows small enough to stay in cache while every
+    output tile passes over it. Only for stores of a plain sum over ``r`` (each block's partial sum is
+    stored and read back in the output's own dtype)."""
+    if axes_of(ast, AxisType.LOOP):
+        raise OptError(f"{opt}: the kernel's reduction is already blocked")
+    if axes_of(ast, AxisType.INNER) or axes_of(ast, AxisType.GROUP_REDUCE):
+        raise OptError(f"{opt}: a BLOCKed reduction does not combine with INNER or GROUP")
+    stores = [st for st in ast.src if st.op is Ops.STORE]
+    if len(stores) != len(ast.src) or not all(
+        st.src[1].op is Ops.REDUCE and st.src[1].arg is Ops.ADD and r in st.src[1].src[1:] for st in stores
+    ):
+        raise OptError(f"{opt}: BLOCK needs every store to write a sum over the axis directly")
+    if any(u.op is Ops.REDUCE and r not in u.src[1:] for st in stores for u in st.src[1].src[0].toposort()):
+        raise OptError(f"{opt}: BLOCK needs a flat sum (no reduction inside it)")
+    if r.src[0].op is Ops.CONST and opt.amount >= int(r.src[0].arg):
+        raise OptError(f"{opt}: a block of {opt.amount} leaves one block of axis {r.arg[0]}; use a smaller amount")
+    split = split_axis(ast, r, opt.amount, AxisType.REDUCE, top=False)
+    outer = next(u for u in split.toposort() if u.op is Ops.RANGE and u.arg == r.arg)
+    loop = UOp.range(outer.src[0], r.arg[0], AxisType.LOOP)
+    out: list[UOp] = []
+    for st in split.src:
+        red = st.src[1]
+        part = UOp(Ops.REDUCE, red.dtype, (red.src[0], *(x for x in red.src[1:] if x is not outer)), red.arg)
+        idx = st.src[0]
+        later = outer.ne(0) if len(idx.src) == 2 else idx.src[2] & outer.ne(0)
+        before = UOp(Ops.LOAD, red.dtype, (UOp(Ops.INDEX, idx.dtype, (idx.src[0], idx.src[1], later)),
+                                           UOp.const(red.dtype, 0)))  # fmt: skip
+        out.append(st.replace(src=(idx, before + part)))
+    return UOp.sink(*out, arg=split.arg).substitute({outer: loop})
 
 
 def swap_axes(ast: UOp, axes: list[UOp], opt: Opt) -> UOp:
@@ -239,13 +283,18 @@ def _check_inner(ast: UOp, opt: Opt) -> None:
     reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
     if any(x.op is Ops.REDUCE for r in reds for x in r.src[0].toposort()):
         raise OptError(f"{opt}: the kernel has a reduction inside another; INNER needs flat reductions")
-    accs = len(reds) * _lanes(ast, (AxisType.UPCAST, AxisType.UNROLL)) * opt.amount
+    accs = len(reds) * _lanes(ast, (AxisType.UPCAST,)) * opt.amount  # UNROLL lanes share an accumulator
     if accs > MAX_INNER_ACCS:
         raise OptError(f"{opt}: {accs} accumulators exceed the INNER limit of {MAX_INNER_ACCS}")
 
 
+def _along_inner(value: UOp) -> bool:
+    return any(x.op is Ops.RANGE and x.arg[1] is AxisType.INNER for x in value.toposort())
+
+
 def expand(ast: UOp) -> UOp:
-    """Replace UNROLL axes by one partial reduction per lane and UPCAST axes by one store per lane."""
+    """Replace UNROLL axes by one partial reduction per lane (or, along an INNER loop, by one reduction of the
+    lanes combined) and UPCAST axes by one store per lane."""
     memo: dict[UOp, UOp] = {}
     for u in ast.toposort():
         new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
@@ -253,11 +302,18 @@ def expand(ast: UOp) -> UOp:
             unroll = [x for x in u.src[1:] if x.arg[1] is AxisType.UNROLL]
             if unroll:
                 rest = tuple(x for x in u.src[1:] if x.arg[1] is not AxisType.UNROLL)
-                parts = []
-                for vals in itertools.product(*(range(int(x.src[0].arg)) for x in unroll)):
-                    v = new.src[0].substitute({x: UOp.const(x.dtype, i) for x, i in zip(unroll, vals)})
-                    parts.append(UOp(Ops.REDUCE, u.dtype, (v, *rest), u.arg) if rest else v)
-                new = functools.reduce(lambda a, b: a.alu(u.arg, b), parts)
+                lanes = [
+                    new.src[0].substitute({x: UOp.const(x.dtype, i) for x, i in zip(unroll, vals)})
+                    for vals in itertools.product(*(range(int(x.src[0].arg)) for x in unroll))
+                ]
+                if rest and _along_inner(u.src[0]):
+                    # an INNER loop's accumulators are already independent: the lanes join before their one
+                    # accumulator, so each pass loads and stores it once for all the rows it reads
+                    joined = functools.reduce(lambda a, b: a.alu(u.arg, b), lanes)
+                    new = UOp(Ops.REDUCE, u.dtype, (joined, *rest), u.arg)
+                else:
+                    parts = [UOp(Ops.REDUCE, u.dtype, (v, *rest), u.arg) if rest else v for v in lanes]
+                    new = functools.reduce(lambda a, b: a.alu(u.arg, b), parts)
         memo[u] = new
     sink = memo[ast]
     stores: list[UOp] = []
