@@ -216,9 +216,10 @@ TILE_ORDER_MIN_REDUCE = 256
 #: reduce length above which a register-tiled matmul's strip of B no longer stays in L2 either (its rows,
 #: a power-of-two stride apart, fall into a few cache sets): the reduction is then BLOCKed
 BLOCK_MIN_REDUCE = 512
-#: rows of B per block: a 16-wide strip of them stays in L2 on those few sets (cachegrind, 1024^3 with an
-#: 8-way 512 KiB L2: a quarter of the misses of unblocked, 2.5x fewer than blocks of 128)
-BLOCK_ROWS = 64
+#: rows of B per block. Timed on the 2-core EPYC, 1024^3 (best of 8 alternating rounds): blocks of 256 or
+#: 512 are 15-20% faster than unblocked, 128 a little, 64 slower (short strips defeat the prefetchers,
+#: though a cache simulation without prefetching favours 64)
+BLOCK_ROWS = 256
 
 
 def _tile_loop_order(ast: UOp, opts: list[Opt], ren: Renderer, red_len: int) -> None:

@@ -62,7 +62,7 @@ def actions(ren: Renderer) -> list[Opt]:
         out += [Opt(OptOps.UPCAST, axis, a) for a in (2, 4, 8, 16, 32)]
         out += [Opt(OptOps.UNROLL, axis, a) for a in (4, 8, 16)]
         out += [Opt(OptOps.INNER, axis, a) for a in (16, 256, 1024)]
-        out += [Opt(OptOps.BLOCK, axis, a) for a in (64, 128, 256)]
+        out += [Opt(OptOps.BLOCK, axis, a) for a in (64, 256, 512)]
         if gpu:
             out += [Opt(OptOps.LOCAL, axis, a) for a in (2, 4, 8, 16, 32, 64, 128, 256)]
             out += [Opt(op, axis, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in (16, 32, 64, 128, 256)]
