@@ -47,11 +47,11 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
     assert ups.get(1, 1) >= 8 and ups.get(0, 1) >= 2, opts  # a tile, widest on the contiguous axis
     if cpu.threads > 1:
         assert any(o.op is T for o in opts)
-    mid_k = hand_coded_opts(matmul(64, 64, 256)[0], cpu)
+    mid_k = hand_coded_opts(matmul(64, 64, 512)[0], cpu)
     assert mid_k[-1] == Opt(S, 0, 1), mid_k  # column tiles outermost, after the rows are split across cores
-    long_k = hand_coded_opts(matmul(64, 64, 512)[0], cpu)
+    long_k = hand_coded_opts(matmul(64, 64, 1024)[0], cpu)
     assert long_k[-2:] == [Opt(S, 0, 1), Opt(B, 0, 256)], long_k  # and B's strip cut into blocks of rows
-    got, want = run_ast("CPU", *matmul(64, 64, 512), long_k)
+    got, want = run_ast("CPU", *matmul(64, 64, 1024), long_k)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     gpu_opts = hand_coded_opts(ast, cuda)
     assert any(o.op is L for o in gpu_opts) and not any(o.op is T for o in gpu_opts)

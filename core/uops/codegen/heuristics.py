@@ -213,12 +213,12 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
 
 #: reduce length from which a register-tiled matmul's strip of B no longer stays in L1 across row tiles
 TILE_ORDER_MIN_REDUCE = 256
-#: reduce length above which a register-tiled matmul's strip of B no longer stays in L2 either (its rows,
-#: a power-of-two stride apart, fall into a few cache sets): the reduction is then BLOCKed
-BLOCK_MIN_REDUCE = 512
-#: rows of B per block. Timed on the 2-core EPYC, 1024^3 (best of 8 alternating rounds): blocks of 256 or
-#: 512 are 15-20% faster than unblocked, 128 a little, 64 slower (short strips defeat the prefetchers,
-#: though a cache simulation without prefetching favours 64)
+#: reduce length from which a register-tiled matmul's reduction is BLOCKed: its strip of B, rows a
+#: power-of-two stride apart, no longer stays in cache. Timed on the 2-core EPYC (best of alternating
+#: rounds, blocks of 256): 30% faster at 2048^3, 15-20% at 1024^3, 7% slower at 512^3
+BLOCK_MIN_REDUCE = 1024
+#: rows of B per block: at 1024^3 blocks of 256 or 512 beat unblocked by 15-20%, 128 a little, and 64 is
+#: slower (short strips defeat the prefetchers, though a cache simulation without prefetching favours 64)
 BLOCK_ROWS = 256
 
 
