@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.beam:
         cols += [f"BEAM={args.beam}", "beam/numpy"]
     header = f"{'case':30s} " + " ".join(f"{c:>10s}" for c in cols)
-    print(f"device {device}; seconds, best of {args.runs}; ratio > 1 means uops is slower")
+    load = f"; load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
+    print(f"device {device}; seconds, best of {args.runs}; ratio > 1 means uops is slower{load}")
     print(header)
     print("-" * len(header))
     bad = 0
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     if speedups:
         geo = math.exp(sum(math.log(x) for x in speedups) / len(speedups))
         print(f"geomean speedup over tinygrad: {geo:.2f}x")
+    if hasattr(os, "getloadavg"):
+        print(f"load average at the end {os.getloadavg()[0]:.2f} (a shared machine times everything slower)")
     return 1 if bad else 0
 
 
