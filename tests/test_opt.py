@@ -104,6 +104,9 @@ def test_block_needs_a_plain_sum_stored_directly() -> None:
     scaled_sum = x.index(r * 8 + j).load().reduce(r) * 2.0
     with pytest.raises(OptError, match="a sum over the axis directly"):
         apply_opts(UOp.sink(out.index(j).store(scaled_sum)), [Opt(B, 0, 16)], cpu)
+    in_place = (x.index(r * 8 + j).load() * out.index(j).load()).reduce(r)
+    with pytest.raises(OptError, match="reads a buffer it writes"):
+        apply_opts(UOp.sink(out.index(j).store(in_place)), [Opt(B, 0, 16)], cpu)
 
 
 def test_inner_loops_are_bounded_and_flat() -> None:

@@ -243,6 +243,9 @@ def block_reduce(ast: UOp, r: UOp, opt: Opt) -> UOp:
         raise OptError(f"{opt}: BLOCK needs every store to write a sum over the axis directly")
     if any(u.op is Ops.REDUCE and r not in u.src[1:] for st in stores for u in st.src[1].src[0].toposort()):
         raise OptError(f"{opt}: BLOCK needs a flat sum (no reduction inside it)")
+    written = {st.src[0].src[0] for st in stores}
+    if any(u.op is Ops.LOAD and u.src[0].src[0] in written for u in ast.toposort()):
+        raise OptError(f"{opt}: the kernel reads a buffer it writes; BLOCK's partial sums would change its input")
     if r.src[0].op is Ops.CONST and opt.amount >= int(r.src[0].arg):
         raise OptError(f"{opt}: a block of {opt.amount} leaves one block of axis {r.arg[0]}; use a smaller amount")
     split = split_axis(ast, r, opt.amount, AxisType.REDUCE, top=False)
