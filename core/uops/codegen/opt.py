@@ -13,10 +13,9 @@ loop). The lowering then shares one loop between the reductions over the same ra
 register tiling needs. An INNER axis stays a loop, but one the lowering puts inside the reduction
 loops, with one accumulator per element in an array (UNROLL lanes are added up before it): a
 reduction over a strided axis (a sum over axis 0) then reads whole contiguous rows per pass instead
-of one cache line per row. LOCAL and
-GROUP axes become workgroup indices (GPU-style renderers); a GROUP reduction combines its partials
-through local memory (see ``lower_groups`` in the lowerer). THREAD axes become the core index of
-CPU kernels.
+of one cache line per row. LOCAL and GROUP axes become workgroup indices (GPU-style renderers); a
+GROUP reduction combines its partials through local memory (see ``lower_groups`` in the lowerer).
+THREAD axes become the core index of CPU kernels.
 
 BLOCK splits a reduce axis into blocks whose loop goes around the output loops; each block adds its
 partial sums to the output (see ``block_reduce``).
