@@ -460,6 +460,17 @@ def graph_rewrite(
         gc.enable()
 
 
+# The two directions' walks are separate loops, not one loop with a direction flag: the walk is
+# the hot path of every pass, and the flag's tests per node cost more than the shared lines save.
+
+
+def _remember(replace: dict[UOp, UOp], key: object) -> None:
+    """Keep each reached node's result on the node for later walks with the same matcher and direction."""
+    for n, r in replace.items():
+        if (m := n._memo) is None or m[0] is not key:
+            _set_memo(n, (key, None if r is n else r))
+
+
 def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
     replace: dict[UOp, UOp] = {}
     rget, rgetitem = replace.get, replace.__getitem__
@@ -532,9 +543,7 @@ def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp
                     else:
                         push(s)
     if key is not None:
-        for n, r in replace.items():
-            if (m := n._memo) is None or m[0] is not key:
-                _set_memo(n, (key, None if r is n else r))
+        _remember(replace, key)
     return replace[sink]
 
 
@@ -608,9 +617,7 @@ def _top_down(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
                 if s not in replace:
                     push(s)
     if key is not None:
-        for n, r in replace.items():
-            if (m := n._memo) is None or m[0] is not key:
-                _set_memo(n, (key, None if r is n else r))
+        _remember(replace, key)
     return replace[sink]
 
 
