@@ -9,6 +9,7 @@ program is garbage.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -55,7 +56,8 @@ class ClangProgram(Program):
 
     A kernel with a THREAD axis has ``global_size[0]`` chunks and takes the chunk number as a
     last int argument; the chunks run on ``cpu_threads()`` workers (ctypes releases the GIL
-    during each call), the calling thread taking one share. Other kernels run on the caller.
+    during each call), the calling thread among them, each taking the next chunk when it is free.
+    Other kernels run on the caller.
     """
 
     def __init__(self, name: str, lib: bytes) -> None:
@@ -75,7 +77,7 @@ class ClangProgram(Program):
         vals: tuple[int, ...] = (),
         wait: bool = False,
     ) -> float | None:
-        """Run the kernel on the calling thread; with ``wait`` return the elapsed seconds."""
+        """Run the kernel (a THREADed one's chunks on the workers); with ``wait`` return the elapsed seconds."""
         args: list[Any] = [ctypes.c_void_p(_address(b)) for b in bufs]
         for v in vals:
             iv = int(v)
@@ -97,12 +99,16 @@ class ClangProgram(Program):
                 self._fxn(*args, ctypes.c_int32(c))
             return
 
-        def share(w: int) -> None:
-            for c in range(w, chunks, workers):
+        # each worker claims the next chunk when it is free (count's __next__ is atomic under the
+        # GIL): a worker whose core is busy elsewhere then delays only the chunk it holds
+        claim = itertools.count().__next__
+
+        def share() -> None:
+            while (c := claim()) < chunks:
                 self._fxn(*args, ctypes.c_int32(c))
 
-        futs = [_workers().submit(share, w) for w in range(1, workers)]
-        share(0)
+        futs = [_workers().submit(share) for _ in range(1, workers)]
+        share()
         for f in futs:
             f.result()
 
