@@ -85,4 +85,4 @@ def test_bad_cache_size_is_named() -> None:
     r = subprocess.run(
         [sys.executable, "-c", "import uops.frontend.realize"], capture_output=True, text=True, env=env, timeout=300
     )
-    assert r.returncode != 0 and "UOPS_PROGRAM_CACHE='lots' is not a valid cache size" in r.stderr
+    assert r.returncode != 0 and "UOPS_PROGRAM_CACHE must be a positive integer, got 'lots'" in r.stderr

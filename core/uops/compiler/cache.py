@@ -36,7 +36,6 @@ __all__ = [
     "memo_put",
     "read_entry",
     "read_regular_file",
-    "size_from_env",
     "warn_cache",
     "write_entry",
 ]
@@ -248,20 +247,6 @@ class LRU(Generic[K, V]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._d
-
-
-def size_from_env(var: str, default: int) -> int:
-    """A cache size from the environment variable ``var`` (a positive int), else ``default``."""
-    raw = os.environ.get(var, "").strip()
-    if not raw:
-        return default
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"{var}={raw!r} is not a valid cache size: give a positive number of entries")
-    return n
 
 
 _MEMO_MAX = 4096

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uops.compiler import compile_workers
-from uops.compiler.cache import LRU, size_from_env
+from uops.compiler import compile_workers, positive_int_from_env
+from uops.compiler.cache import LRU
 from uops.dtypes import SCALARS, DType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
@@ -34,7 +34,7 @@ pending: weakref.WeakKeyDictionary[UOp, np.ndarray] = weakref.WeakKeyDictionary(
 #: (kernel AST, device) -> (ProgramSpec, loaded Program, global size, local size), the most recently used
 #: ``UOPS_PROGRAM_CACHE`` (default 256) kept loaded; one that falls out is unloaded once unreferenced
 _programs: LRU[tuple[UOp, str], tuple[Any, Any, tuple[int, ...], tuple[int, ...]]] = LRU(
-    size_from_env("UOPS_PROGRAM_CACHE", 256)
+    positive_int_from_env("UOPS_PROGRAM_CACHE", 256)
 )
 
 

@@ -23,7 +23,8 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from uops.compiler.cache import LRU, size_from_env
+from uops.compiler import positive_int_from_env
+from uops.compiler.cache import LRU
 from uops.dtypes import DType, dtypes, truncate
 from uops.ir.alu import eval_scalar
 from uops.ir.ops import AxisType, GroupOp, Ops
@@ -522,7 +523,7 @@ class _Plan:
 
 
 #: graph structure (see ``_graph_key``) -> its plan; ``UOPS_SCHEDULE_CACHE`` (default 256) kept
-_plans: LRU[tuple[object, ...], _Plan] = LRU(size_from_env("UOPS_SCHEDULE_CACHE", 256))
+_plans: LRU[tuple[object, ...], _Plan] = LRU(positive_int_from_env("UOPS_SCHEDULE_CACHE", 256))
 
 
 def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...], list[UOp], list[UOp]]:
