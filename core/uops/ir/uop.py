@@ -33,8 +33,8 @@ _cache: dict[tuple, _Ref] = {}
 _setdefault = _cache.setdefault
 
 
-# dtypes enter the cache key as small ints: hashing a DType (a dataclass) costs more than the rest of
-# the key. Equal dtypes get the same token, so hash-consing is unchanged. _dt_fast maps id(dtype) to
+# dtypes enter the cache key as small ints: a DType's hash is a Python-level __hash__ call, which costs more than
+# the rest of the key. Equal dtypes get the same token, so hash-consing is unchanged. _dt_fast maps id(dtype) to
 # (dtype, token); it holds the dtype, so the id stays valid, and it is only a cache of _dt_tokens.
 _dt_tokens: dict[DType, int] = {}
 _dt_fast: dict[int, tuple[DType, int]] = {}
