@@ -18,11 +18,14 @@ import numpy as np
 
 from uops.runtime import Allocator, Program, ProgramLoadError, Runtime, launch_dims
 from uops.runtime.elf import ElfError, check_device_image
+from uops_cuda.renderer import CUDARenderer
 
 __all__ = ["CUDAAllocator", "CUDAError", "CUDAProgram", "CUDARuntime", "device_arch"]
 
 _STAGING_BYTES = 16 << 20  # per chunk of a host<->device copy
 _PLUGIN = __name__.partition(".")[0]
+#: the grid and block limits a launch is checked against, the renderer's own
+_LIMITS = CUDARenderer.global_max or (), CUDARenderer.local_max or ()
 _EM_CUDA = 190
 
 
@@ -185,10 +188,7 @@ class CUDAProgram(Program):
         vals: tuple[int, ...] = (),
         wait: bool = False,
     ) -> float | None:
-        from uops_cuda.renderer import CUDARenderer
-
-        limits = CUDARenderer.global_max or (), CUDARenderer.local_max or ()
-        g, b = launch_dims(self.name, global_size, local_size, "CUDA", *limits, max_threads=1024)
+        g, b = launch_dims(self.name, global_size, local_size, "CUDA", *_LIMITS, max_threads=1024)
         _current()
         drv = _driver()
         cells: list[ctypes.c_uint64 | ctypes.c_int32] = [ctypes.c_uint64(int(h)) for h in bufs]

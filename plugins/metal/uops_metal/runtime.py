@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from uops.compiler import CompileError
 from uops.runtime import Allocator, Program, ProgramLoadError, Runtime, launch_dims
 from uops_metal import NOT_MACOS
+from uops_metal.renderer import MetalRenderer
 
 __all__ = [
     "CocoaObjC",
@@ -39,6 +40,8 @@ __all__ = [
 STORAGE_MODE_SHARED = 0  # MTLResourceStorageModeShared << MTLResourceStorageModeShift
 COMMAND_BUFFER_ERROR = 5  # MTLCommandBufferStatusError
 _PLUGIN = __name__.partition(".")[0]
+#: the grid and block limits a launch is checked against, the renderer's own
+_LIMITS = MetalRenderer.global_max or (), MetalRenderer.local_max or ()
 
 
 class MetalError(RuntimeError):
@@ -292,11 +295,8 @@ class MetalProgram(Program):
         vals: tuple[int, ...] = (),
         wait: bool = False,
     ) -> float | None:
-        from uops_metal.renderer import MetalRenderer
-
-        limits = MetalRenderer.global_max or (), MetalRenderer.local_max or ()
         why = "threads of the pipeline's maxTotalThreadsPerThreadgroup"
-        g, b = launch_dims(self.name, global_size, local_size, "Metal", *limits, self.max_threads, why)
+        g, b = launch_dims(self.name, global_size, local_size, "Metal", *_LIMITS, self.max_threads, why)
         objc = self.rt.objc
         pool = objc.pool_push()
         try:
