@@ -26,8 +26,8 @@ from uops.codegen.linearizer import linearize
 from uops.codegen.program import ProgramSpec, get_program
 from uops.compiler import CompileError, CompilerUnavailableError
 from uops.dtypes import AddrSpace
-from uops.frontend.realize import DTypeNotSupportedError
 from uops.plugins import Device
+from uops.renderer import DTypeNotSupportedError
 from uops.runtime import LaunchError, ProgramLoadError
 
 pytest.importorskip("uops_metal", reason="the uops-metal plugin is not installed")

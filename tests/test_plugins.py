@@ -7,6 +7,8 @@ virtual environments, so discovery goes through real installed metadata and entr
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -615,3 +617,13 @@ def test_register_and_unregister_leave_other_devices_alone(registered) -> None:
     assert "SCRATCH" not in Device.names()
     if before is not None:
         assert Device["PYTHON"] is before  # handles (and their runtimes) survive
+
+
+@pytest.mark.parametrize("plugin", ["uops_cpu_clang", "uops_cuda", "uops_amd", "uops_metal"])
+def test_plugin_renderer_stays_below_the_front_end(plugin: str) -> None:
+    """A renderer sits under the front end: loading one must not drag in the Tensor layer (a layering check)."""
+    pytest.importorskip(plugin, reason=f"{plugin} is not installed")
+    code = f"import sys, {plugin}.renderer; print(sorted(m for m in sys.modules if m.startswith('uops.frontend')))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.replace("'", '"')) == []

@@ -49,7 +49,7 @@ def test_clear_errors():
 
 
 def test_unsupported_dtype_is_a_clear_error():
-    from uops.frontend.realize import DTypeNotSupportedError
+    from uops.renderer import DTypeNotSupportedError
 
     if "CPU" not in DEVICES:
         pytest.skip("needs the CPU plugin (bfloat16 is not supported there)")

@@ -21,6 +21,7 @@ from uops.compiler.cache import LRU
 from uops.dtypes import SCALARS, DType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
+from uops.renderer import DTypeNotSupportedError
 
 from .schedule import Schedule, ScheduleItem, buffer_view, create_schedule, new_buffer, realized, shape_of
 
@@ -36,10 +37,6 @@ pending: weakref.WeakKeyDictionary[UOp, np.ndarray] = weakref.WeakKeyDictionary(
 _programs: LRU[tuple[UOp, str], tuple[Any, Any, tuple[int, ...], tuple[int, ...]]] = LRU(
     positive_int_from_env("UOPS_PROGRAM_CACHE", 256)
 )
-
-
-class DTypeNotSupportedError(TypeError):
-    """A device cannot hold or compute a dtype."""
 
 
 def device_handle(device: str) -> Any:

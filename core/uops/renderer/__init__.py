@@ -18,7 +18,11 @@ from uops.ir.uop import UOp
 if TYPE_CHECKING:
     from uops.compiler import Compiler
 
-__all__ = ["Renderer", "Target"]
+__all__ = ["DTypeNotSupportedError", "Renderer", "Target"]
+
+
+class DTypeNotSupportedError(TypeError):
+    """A device cannot hold or compute a dtype: raised before any kernel is built, and by renderers."""
 
 
 class Renderer(ABC):

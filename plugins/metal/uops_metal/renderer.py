@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 
 from uops.dtypes import DType, PtrDType, dtypes
-from uops.frontend.realize import DTypeNotSupportedError
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
+from uops.renderer import DTypeNotSupportedError
 from uops.renderer.cstyle import CStyleRenderer
 from uops_metal import DEFAULT_TARGET, TARGETS
 

@@ -8,7 +8,7 @@ import pytest
 
 from uops import Tensor, dtypes
 from uops.dtypes import SCALARS, DType, to_numpy
-from uops.frontend.realize import DTypeNotSupportedError
+from uops.renderer import DTypeNotSupportedError
 from uops.testing.kit.helpers import supports_dtype
 
 NAMES = [d.name for d in SCALARS]

@@ -101,7 +101,7 @@ def test_float64_and_int64_round_trip(device):
     t = Tensor(a, device=device)
     assert t.dtype == dtypes.float64
     if dtypes.float64 in Device[device].renderer.unsupported_dtypes:  # Metal has no double
-        from uops.frontend.realize import DTypeNotSupportedError
+        from uops.renderer import DTypeNotSupportedError
 
         with pytest.raises(DTypeNotSupportedError, match=f"device {device} does not support dtype double"):
             (t * 2).numpy()
