@@ -89,6 +89,7 @@ class AxisType(Enum):
     THREAD = auto()  # output axis split across CPU cores
     GROUP_REDUCE = auto()  # reduction axis split across the threads of a workgroup
     INNER = auto()  # output axis walked by a loop inside the reductions (accumulators in an array)
+    PACK = auto()  # loop that copies part of an input into a kernel-local buffer (the PACK opt)
 
 
 class GroupOp:
