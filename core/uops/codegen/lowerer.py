@@ -162,7 +162,9 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
     if not _fits_grid(groups, ren.global_max):
         groups = [out_ranges] if out_ranges else []  # one flat dimension: dimension 0 has the largest limit
     idx_by_dim: list[tuple[list[UOp], int]] = list(zip(reversed(groups), range(len(groups))))  # innermost -> dim 0
-    threads_left = 1 if explicit else ren.local_threads_max or 1
+    # a PACK buffer holds one thread's panel: no workgroup threads are picked for it to share
+    packed = any(u.op is Ops.RANGE and u.arg[1] is AxisType.PACK for u in ast.toposort())
+    threads_left = 1 if explicit or packed else ren.local_threads_max or 1
     for axes, d in idx_by_dim:
         size = axes[0].src[0]
         for a in axes[1:]:
@@ -233,6 +235,47 @@ def lower_groups(ast: UOp) -> UOp:
     return UOp.sink(*stores, arg=sink.arg)
 
 
+# ----- step 2c: PACK copies -----
+def lower_packs(sink: UOp, loops: list[UOp], ren: Renderer) -> tuple[UOp, list[UOp]]:
+    """A PACK (``AFTER(DEFINE_LOCAL, STORE)`` over PACK ranges, see ``pack_input``) becomes a loop nest that fills
+    the local buffer, closed by a BARRIER its readers come after. The nest sits inside the output loops up to the
+    innermost one the copy depends on; the next output loop opens after the barrier, so each of its iterations
+    reads the same copy. On GPU-style renderers (workgroups of one thread, see ``lower_axes``) a barrier also opens
+    the copy inside a loop, as a cooperative copy would need."""
+    packs = [u for u in sink.toposort() if u.op is Ops.AFTER and u.src[0].op is Ops.DEFINE_LOCAL
+             and len(u.src) == 2 and u.src[1].op is Ops.STORE]  # fmt: skip
+    if not packs:
+        return sink, loops
+    next_id = _next_range_id(sink)
+    mapping: dict[UOp, UOp] = {}
+    waits: dict[int, list[UOp]] = {}
+    for pk in packs:
+        local, fill = pk.src
+        needs = {x for x in fill.toposort() if x.op is Ops.RANGE}
+        at = 1 + max((i for i, lp in enumerate(loops) if lp in needs), default=-1)
+        dep: UOp | None = loops[at - 1] if at else None
+        if dep is not None and ren.global_max is not None:
+            dep = UOp(Ops.BARRIER, dtypes.void, (dep,))
+        copy = sorted((x for x in needs if x.arg[1] is AxisType.PACK), key=lambda r: r.arg[0])
+        new: list[UOp] = []
+        for r in copy:
+            prev = new[-1] if new else dep
+            new.append(
+                UOp(Ops.RANGE, r.dtype, (r.src[0],) if prev is None else (r.src[0], prev), (next_id, AxisType.LOOP))
+            )
+            next_id += 1
+        done: UOp = UOp(Ops.END, dtypes.void, (fill.substitute(dict(zip(copy, new))), new[-1]))
+        for r in reversed(new[:-1]):
+            done = done.end(r)
+        bar = UOp(Ops.BARRIER, dtypes.void, (done,))
+        mapping[pk] = UOp(Ops.AFTER, local.dtype, (local, bar))
+        if at < len(loops):
+            waits.setdefault(at, []).append(bar)
+    for at, bars in waits.items():
+        mapping[loops[at]] = loops[at].replace(src=(*loops[at].src, *bars))
+    return sink.substitute(mapping), [lp.substitute(mapping) for lp in loops]
+
+
 # ----- step 3: reductions -> accumulators -----
 @dataclass
 class _ReduceCtx:
@@ -289,7 +332,8 @@ def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
     # a barrier the values read after (a grouped reduction's combine) must come before the loop opens
     barriers = {x for x in vals.toposort() if x.op is Ops.BARRIER}
     mapping: dict[UOp, UOp] = {}
-    prev: tuple[UOp, ...] = (*inits, *sorted(barriers, key=lambda b: b.src[0].src[0].src[0].arg))
+    order = {u: i for i, u in enumerate(vals.toposort())}
+    prev: tuple[UOp, ...] = (*inits, *sorted(barriers, key=order.__getitem__))
     for r in rranges:
         new = UOp(Ops.RANGE, r.dtype, (r.src[0], *prev), (r.arg[0], AxisType.REDUCE))
         mapping[r] = new
@@ -429,9 +473,13 @@ def multiple_of(u: UOp | None, w: int) -> bool:
     return False
 
 
-def _vector_key(idx: UOp, dt: Any) -> tuple[Any, ...] | None:
-    """What lanes must share to become one vector access: buffer, gate, base and dtype (None: stays scalar)."""
-    if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.DEFINE_GLOBAL or dt.count != 1 or dt.kind not in "iuf":
+def _vector_key(idx: UOp, dt: Any, ren: Renderer) -> tuple[Any, ...] | None:
+    """What lanes must share to become one vector access: buffer, gate, base and dtype (None: stays scalar).
+    Global buffers are aligned; local arrays where the renderer aligns them (``aligned_locals``)."""
+    if idx.op is not Ops.INDEX or dt.count != 1 or dt.kind not in "iuf":
+        return None
+    buf = idx.src[0].src[0] if idx.src[0].op is Ops.AFTER else idx.src[0]
+    if not (buf.op is Ops.DEFINE_GLOBAL or (buf.op is Ops.DEFINE_LOCAL and ren.aligned_locals)):
         return None
     if dt.itemsize < 4:
         return None  # 16-bit floats and small ints have no vector type on every target
@@ -469,7 +517,7 @@ def vectorize_memory(sink: UOp, ren: Renderer) -> UOp:
         return sink
     load_groups: dict[tuple[Any, ...], dict[int, UOp]] = {}
     for u in sink.toposort():
-        if u.op is Ops.LOAD and (key := _vector_key(u.src[0], u.dtype)) is not None:
+        if u.op is Ops.LOAD and (key := _vector_key(u.src[0], u.dtype, ren)) is not None:
             load_groups.setdefault(key, {}).setdefault(_base_offset(u.src[0].src[1])[1], u)
     mapping: dict[UOp, UOp] = {}
     for (_, _, base, dt), by_off in load_groups.items():
@@ -498,7 +546,7 @@ def _vectorize_stores(block: UOp, ren: Renderer, widths: tuple[int, ...], shared
     """The STOREs among ``block``'s sources combined into vector stores where they line up (see above)."""
     groups: dict[tuple[Any, ...], dict[int, UOp]] = {}
     for s in block.src:
-        if s.op is Ops.STORE and s not in shared and (key := _vector_key(s.src[0], s.src[1].dtype)) is not None:
+        if s.op is Ops.STORE and s not in shared and (key := _vector_key(s.src[0], s.src[1].dtype, ren)) is not None:
             groups.setdefault(key, {}).setdefault(_base_offset(s.src[0].src[1])[1], s)
     replaced: dict[UOp, UOp | None] = {}
     for (_, _, base, dt), by_off in groups.items():
@@ -581,6 +629,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
     ast = graph_rewrite(ast, _tidy_matcher())
     ast = lower_groups(ast)
     sink, dims, loops = lower_axes(ast, ren)
+    sink, loops = lower_packs(sink, loops, ren)
     sink = lower_reduces(sink, loops)
     sink = lower_inner(sink, loops)
     sink = close_loops(sink, loops)

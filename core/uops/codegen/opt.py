@@ -20,19 +20,26 @@ THREAD axes become the core index of CPU kernels.
 BLOCK splits a reduce axis into blocks whose loop goes around the output loops; each block adds its
 partial sums to the output (see ``block_reduce``).
 
+PACK stages what one input's load reads inside the reductions into a kernel-local buffer (DEFINE_LOCAL),
+copied once per iteration of the loops the load depends on and read by every loop nested inside them
+that it does not depend on (see ``pack_input``): a matmul's strip of B, rows a power of two apart in
+memory, becomes one contiguous panel that stays in L1 while every row tile passes over it.
+
 Axis numbers: UPCAST, INNER, LOCAL and THREAD take the index of an output axis (GLOBAL ranges by id);
-UNROLL, GROUP, GROUPTOP and BLOCK the index of a reduce axis (REDUCE ranges by id).
+UNROLL, GROUP, GROUPTOP and BLOCK the index of a reduce axis (REDUCE ranges by id); PACK the index of an
+input read inside a reduction (``packable_inputs``, by slot) and comes after every other opt.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from uops.dtypes import dtypes
+from uops.dtypes import AddrSpace, dtypes
 from uops.ir.ops import AxisType, Ops
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
@@ -48,6 +55,7 @@ class OptOps(Enum):
     SWAP = auto()  # exchange the loop positions of two output axes (amount: the other axis)
     INNER = auto()  # output axis as a loop inside the reductions, one accumulator per element
     BLOCK = auto()  # reduce axis in blocks of ``amount``: a loop over blocks around the output loops
+    PACK = auto()  # input ``axis`` (by slot order) read inside the reductions through a kernel-local copy
 
 
 class OptError(ValueError):
@@ -85,6 +93,8 @@ _KIND = {
 MAX_LANES = 256
 #: the most accumulators an INNER loop may keep (all reductions and lanes together): 32 KiB of float32
 MAX_INNER_ACCS = 8192
+#: the largest PACK buffer on a renderer that declares no local memory (a CPU kernel's stack array)
+MAX_PACK_BYTES = 64 * 1024
 #: workgroup limits for GPU-style renderers that declare none (the PYTHON interpreter)
 _DEFAULT_LOCAL_MAX = (1024, 1024, 64)
 _DEFAULT_LOCAL_THREADS = 1024
@@ -173,6 +183,10 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
     """One opt on an AST (before ``expand``); raises OptError when it does not fit."""
     if not isinstance(opt, Opt):
         raise TypeError(f"opts must be a list of Opt, got {type(opt).__name__}")
+    if _packed(ast) and opt.op is not OptOps.PACK:
+        raise OptError(f"{opt}: PACK comes after every other opt (it copies what the final loops read)")
+    if opt.op is OptOps.PACK:
+        return pack_input(ast, opt, ren)
     axes = output_axes(ast) if opt.op in _OUTPUT_OPS else reduce_axes(ast)
     what = "output" if opt.op in _OUTPUT_OPS else "reduce"
     if not 0 <= opt.axis < len(axes):
@@ -260,6 +274,79 @@ def block_reduce(ast: UOp, r: UOp, opt: Opt) -> UOp:
                                            UOp.const(red.dtype, 0)))  # fmt: skip
         out.append(st.replace(src=(idx, before + part)))
     return UOp.sink(*out, arg=split.arg).substitute({outer: loop})
+
+
+def _packed(ast: UOp) -> bool:
+    return any(u.op is Ops.RANGE and u.arg[1] is AxisType.PACK for u in ast.toposort())
+
+
+def packable_inputs(ast: UOp) -> list[UOp]:
+    """The input buffers (DEFINE_GLOBAL, by slot) that some reduction loads: what PACK's axis counts."""
+    bufs = {
+        x.src[0].src[0]
+        for red in ast.toposort()
+        if red.op is Ops.REDUCE
+        for x in red.src[0].toposort()
+        if x.op is Ops.LOAD and x.src[0].src[0].op is Ops.DEFINE_GLOBAL
+    }
+    return sorted(bufs, key=lambda b: b.arg)
+
+
+#: ranges PACK copies (the lanes and reduction steps inside one iteration of the loops around the copy)
+_PACK_INNER = (AxisType.REDUCE, AxisType.UNROLL, AxisType.UPCAST)
+
+
+def pack_input(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
+    """The load of input ``opt.axis`` inside a reduction reads a local buffer instead, filled by a copy whose loops
+    (kind PACK) walk the load's reduction steps and lanes, laid out reduction steps outermost and lanes innermost
+    (a matmul's B strip becomes ``[k][column lane]``, its A tile ``[k][row lane]``). The lowering puts the copy
+    inside the loops the load depends on and before the first loop it does not depend on, so every iteration of
+    that loop reuses one copy; a gated load copies its gate and pad. On GPU-style renderers each thread copies its
+    own panel, in workgroups of one thread (correct everywhere; a copy shared by a workgroup is not made yet)."""
+    if opt.amount != 0:
+        raise OptError(f"{opt}: PACK takes amount 0 (the axis names the input)")
+    bufs = packable_inputs(ast)
+    if not 0 <= opt.axis < len(bufs):
+        raise OptError(f"{opt}: the kernel's reductions read {len(bufs)} inputs, no input {opt.axis}")
+    buf = bufs[opt.axis]
+    if axes_of(ast, AxisType.INNER) or axes_of(ast, AxisType.GROUP_REDUCE) or axes_of(ast, AxisType.LOCAL):
+        raise OptError(f"{opt}: PACK does not combine with INNER, LOCAL or GROUP axes")
+    loads = {u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].src[0] is buf}
+    if len(loads) != 1:
+        raise OptError(f"{opt}: buffer {buf.arg} is read at {len(loads)} indices; PACK copies one")
+    (load,) = loads
+    if sum(1 for u in ast.toposort() if u.op is Ops.REDUCE and load in u.src[0].toposort()) != 1:
+        raise OptError(f"{opt}: buffer {buf.arg} is read inside a nested reduction")
+    needs = {x for x in load.src[0].toposort() if x.op is Ops.RANGE}
+    inner = sorted((r for r in needs if r.arg[1] in _PACK_INNER), key=lambda r: (_PACK_INNER.index(r.arg[1]), r.arg[0]))
+    if not inner:
+        raise OptError(f"{opt}: the load of buffer {buf.arg} reads one element per output: nothing to copy")
+    if any(r.src[0].op is not Ops.CONST for r in inner):
+        raise OptError(f"{opt}: the load of buffer {buf.arg} walks a symbolic size; PACK needs constant sizes")
+    size = math.prod(int(r.src[0].arg) for r in inner)
+    limit = ren.shared_max or MAX_PACK_BYTES
+    if size * load.dtype.itemsize > limit:
+        raise OptError(f"{opt}: a copy of {size} elements exceeds {ren.device}'s {limit} bytes of local memory")
+    outs = output_axes(ast)
+    reused = [r for r in outs if r not in needs]
+    if not reused:
+        raise OptError(f"{opt}: every output loop reads another part of buffer {buf.arg}: no loop reuses a copy")
+    if ren.global_max is None:
+        inside = [r for r in outs if r in needs and r.arg[0] > reused[0].arg[0]]
+        if inside:
+            raise OptError(
+                f"{opt}: the load of buffer {buf.arg} depends on output axis {inside[0].arg[0]}, inside "
+                f"axis {reused[0].arg[0]} it does not depend on: the copy would repeat (SWAP them first)"
+            )
+    first = 1 + max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE)
+    copy_at = {r: UOp.range(int(r.src[0].arg), first + i, AxisType.PACK) for i, r in enumerate(inner)}
+    flat: UOp = UOp.const(dtypes.index, 0)
+    for r in inner:
+        flat = flat * int(r.src[0].arg) + r
+    local = UOp(Ops.DEFINE_LOCAL, load.dtype.ptr(size, AddrSpace.LOCAL), (), ("pack", buf.arg))
+    fill = local.index(flat.substitute(copy_at)).store(load.substitute(copy_at))
+    packed = UOp(Ops.AFTER, local.dtype, (local, fill)).index(flat).load()
+    return ast.substitute({load: packed})
 
 
 def swap_axes(ast: UOp, axes: list[UOp], opt: Opt) -> UOp:

@@ -44,6 +44,8 @@ class Renderer(ABC):
     # lanes a run of contiguous, aligned global loads or stores may become one vector access of (widest first)
     vector_widths: tuple[int, ...] = ()
     vector_max_bytes: int = 16  # the widest vector access, in bytes
+    # local arrays start at a vector_max_bytes boundary, so aligned runs of local loads may be vector accesses too
+    aligned_locals: bool = False
 
     def vector_ok(self, dt: DType) -> bool:
         """Whether a global load or store of vector type ``dt`` is rendered as one access."""

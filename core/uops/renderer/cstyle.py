@@ -262,7 +262,12 @@ class CStyleRenderer(Renderer):
                 assert isinstance(dt, PtrDType)
                 r[u] = fresh("acc" if op is Ops.DEFINE_REG else "smem")
                 prefix = self.smem_prefix if dt.addrspace is AddrSpace.LOCAL else ""
-                emit(f"{prefix}{self.render_dtype(dt.base)} {r[u]}[{dt.size}];")
+                align = (
+                    f" __attribute__((aligned({self.vector_max_bytes})))"
+                    if self.aligned_locals and prefix == ""
+                    else ""
+                )
+                emit(f"{prefix}{self.render_dtype(dt.base)} {r[u]}[{dt.size}]{align};")
             elif op is Ops.AFTER:
                 r[u] = r[src[0]]
             elif op is Ops.RANGE:
@@ -291,7 +296,8 @@ class CStyleRenderer(Renderer):
                 else:
                     emit(f"*{addr} = {r[src[1]]};")
             elif op is Ops.BARRIER:
-                emit(self.barrier)
+                if self.barrier:
+                    emit(self.barrier)
             elif op is Ops.IF:
                 emit(f"if ({r[src[0]]}) {{")
                 depth += 1

@@ -60,6 +60,7 @@ class ClangRenderer(CStyleRenderer):
     unsupported_dtypes = frozenset({dtypes.bfloat16})
     vector_widths = (8, 4)
     vector_max_bytes = 32  # one AVX register
+    aligned_locals = True  # a PACK buffer is read with vector loads
     code_for_op = {**CStyleRenderer.code_for_op, Ops.EXP2: _exp2}
 
     @property
