@@ -23,7 +23,7 @@ from uops.testing.kit.test_opts import bufs, col_max, matmul, run_ast
 
 U, R, L, G, GT, T = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.THREAD
 S = OptOps.SWAP
-I, B = OptOps.INNER, OptOps.BLOCK
+I, B, P = OptOps.INNER, OptOps.BLOCK, OptOps.PACK
 
 
 def test_strided_reductions_stream_rows_through_an_inner_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,12 +47,16 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
     assert ups.get(1, 1) >= 8 and ups.get(0, 1) >= 2, opts  # a tile, widest on the contiguous axis
     if cpu.threads > 1:
         assert any(o.op is T for o in opts)
+    short_k = hand_coded_opts(matmul(64, 64, 128)[0], cpu)
+    assert not any(o.op in (S, P, B) for o in short_k), short_k  # B's strip stays in L1 as it is
     mid_k = hand_coded_opts(matmul(64, 64, 512)[0], cpu)
-    assert mid_k[-1] == Opt(S, 0, 1), mid_k  # column tiles outermost, after the rows are split across cores
-    long_k = hand_coded_opts(matmul(64, 64, 1024)[0], cpu)
-    assert long_k[-1] == Opt(B, 0, 256) and Opt(S, 0, 1) not in long_k, long_k  # blocks of B's rows instead
-    got, want = run_ast("CPU", *matmul(64, 64, 1024), long_k)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    # column tiles outermost, after the rows are split across cores, each strip of B packed into one panel
+    assert mid_k[-2:] == [Opt(S, 0, 1), Opt(P, 1, 0)], mid_k
+    long_k = hand_coded_opts(matmul(64, 64, 2048)[0], cpu)
+    assert long_k[-3:] == [Opt(B, 0, 1024), Opt(S, 0, 1), Opt(P, 1, 0)], long_k  # blocks where a strip would not fit
+    for k, opts in ((512, mid_k), (2048, long_k)):
+        got, want = run_ast("CPU", *matmul(64, 64, k), opts)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     gpu_opts = hand_coded_opts(ast, cuda)
     assert any(o.op is L for o in gpu_opts) and not any(o.op is T for o in gpu_opts)
     small_out = col_max(4096, 4)[0]
@@ -87,6 +91,12 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
         ([Opt(B, 0, 8), Opt(I, 0, 4)], "CPU", "BLOCKed reduction does not combine with INNER"),
         ([Opt(I, 0, 4), Opt(B, 0, 8)], "CPU", "does not combine with INNER or GROUP"),
         ([Opt(B, 0, 8), Opt(G, 0, 4)], "PYTHON", "does not combine with GROUP"),
+        ([Opt(S, 0, 1), Opt(P, 1, 0), Opt(U, 0, 2)], "CPU", "PACK comes after every other opt"),
+        ([Opt(P, 1, 2)], "CPU", "PACK takes amount 0"),
+        ([Opt(P, 2, 0)], "CPU", "reductions read 2 inputs, no input 2"),
+        ([Opt(U, 1, 4), Opt(P, 1, 0)], "CPU", "depends on output axis 1, inside axis 0 .*SWAP"),
+        ([Opt(I, 0, 4), Opt(P, 0, 0)], "CPU", "does not combine with INNER"),
+        ([Opt(L, 0, 4), Opt(P, 0, 0)], "PYTHON", "does not combine with INNER, LOCAL or GROUP"),
     ],
 )
 def test_opts_that_do_not_fit_raise_opt_error(opts: list[Opt], device: str, message: str) -> None:
@@ -107,6 +117,34 @@ def test_block_needs_a_plain_sum_stored_directly() -> None:
     in_place = (x.index(r * 8 + j).load() * out.index(j).load()).reduce(r)
     with pytest.raises(OptError, match="reads a buffer it writes"):
         apply_opts(UOp.sink(out.index(j).store(in_place)), [Opt(B, 0, 16)], cpu)
+
+
+def test_pack_refuses_copies_that_do_not_fit_or_are_not_reused() -> None:
+    cpu = Device["CPU"].renderer
+    with pytest.raises(OptError, match="exceeds CPU's 65536 bytes"):
+        apply_opts(matmul(8, 64, 2048)[0], [Opt(U, 1, 16), Opt(S, 0, 1), Opt(P, 1, 0)], cpu)
+    out, x = bufs(2)
+    i, r = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(64, 1, AxisType.REDUCE)
+    row_sums = UOp.sink(out.index(i).store(x.index(i * 64 + r).load().reduce(r)))
+    with pytest.raises(OptError, match="no loop reuses a copy"):
+        apply_opts(row_sums, [Opt(P, 0, 0)], cpu)
+    twice = (x.index(i * 64 + r).load() * x.index(r).load()).reduce(r)
+    with pytest.raises(OptError, match="read at 2 indices"):
+        apply_opts(UOp.sink(out.index(i).store(twice)), [Opt(P, 0, 0)], cpu)
+    with pytest.raises(OptError, match="reductions read 0 inputs"):
+        apply_opts(UOp.sink(out.index(i).store(x.index(i).load())), [Opt(P, 0, 0)], cpu)
+
+
+def test_a_packed_panel_is_one_copy_per_column_tile_read_by_vector_loads() -> None:
+    """On CPU the copy runs between the column loop and the row loop (so every row tile reads one panel) and the
+    panel, aligned, is read with 8-wide vector loads."""
+    ren, comp = Device["CPU"].renderer, Device["CPU"].compiler
+    spec = get_program(matmul(64, 64, 64)[0], ren, comp, [Opt(U, 0, 4), Opt(U, 1, 16), Opt(S, 0, 1), Opt(P, 1, 0)])
+    src = spec.src
+    assert "float smem0[1024] __attribute__((aligned(32)));" in src, src
+    col_loop, copy_at, row_loop = src.index("for (int ridx0 "), src.index("*(smem0+"), src.index("for (int ridx1 ")
+    assert col_loop < copy_at < row_loop, src
+    assert "float8 val" in src and "*((float8*)(smem0+" in src, src
 
 
 def test_inner_loops_are_bounded_and_flat() -> None:

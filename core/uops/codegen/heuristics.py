@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from uops.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, reduce_axes
+from uops.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, packable_inputs, reduce_axes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
@@ -222,6 +222,35 @@ BLOCK_MIN_REDUCE = 1024
 BLOCK_ROWS = 256
 
 
+#: reduce blocks tried when a whole strip of B is too big to PACK, largest first (the biggest packed strip won)
+PACK_BLOCKS = (1024, 512, 256)
+
+
+def _pack_tile(ast: UOp, opts: list[Opt], ren: Renderer, rows: int, cols: int) -> bool:
+    """Column tiles outermost (SWAP) and the input that does not depend on the rows (a matmul's B) copied into one
+    contiguous panel per column tile (PACK), read from L1 by every row tile; the reduction is BLOCKed only where
+    a whole strip does not fit the PACK buffer. Appends to ``opts`` and returns True when it applies. Timed on the
+    2-core EPYC (alternating rounds, machine shared): 1024^3 2.3-3x faster than blocked, 2048^3 2.3x (blocks of
+    1024), 512^3 1.5x and 256^3 even with the plain SWAP."""
+    for block in (None, *PACK_BLOCKS):
+        trial, cur = list(opts), ast
+        if block is not None:
+            cur = _try(cur, trial, Opt(OptOps.BLOCK, 0, block), ren)
+            if len(trial) == len(opts):
+                continue
+        n = len(trial)
+        cur = _try(cur, trial, Opt(OptOps.SWAP, rows, cols), ren)
+        if len(trial) == n:
+            return False
+        for i in range(len(packable_inputs(cur))):
+            before = len(trial)
+            cur = _try(cur, trial, Opt(OptOps.PACK, i, 0), ren)
+            if len(trial) > before:
+                opts[:] = trial
+                return True
+    return False
+
+
 def _tile_loop_order(ast: UOp, opts: list[Opt], ren: Renderer, red_len: int) -> None:
     """Column tiles outermost for a 2-D register tile over a long reduction (appended to ``opts``): each
     strip of B is then read from cache by every row tile instead of all of B streaming once per row tile.
@@ -234,6 +263,8 @@ def _tile_loop_order(ast: UOp, opts: list[Opt], ren: Renderer, red_len: int) -> 
     rows, cols = len(outs) - 2, len(outs) - 1
     upcast = {o.axis for o in opts if o.op is OptOps.UPCAST}
     if {rows, cols} <= upcast and all((_size(outs[i]) or 0) >= 2 for i in (rows, cols)):
+        if _pack_tile(ast, opts, ren, rows, cols):
+            return
         reds = reduce_axes(ast)
         if red_len >= BLOCK_MIN_REDUCE and len(reds) == 1 and (_size(reds[0]) or 0) > BLOCK_ROWS:
             before = len(opts)

@@ -62,7 +62,7 @@ def actions(ren: Renderer) -> list[Opt]:
         out += [Opt(OptOps.UPCAST, axis, a) for a in (2, 4, 8, 16, 32)]
         out += [Opt(OptOps.UNROLL, axis, a) for a in (4, 8, 16)]
         out += [Opt(OptOps.INNER, axis, a) for a in (16, 256, 1024)]
-        out += [Opt(OptOps.BLOCK, axis, a) for a in (64, 256, 512)]
+        out += [Opt(OptOps.BLOCK, axis, a) for a in (64, 256, 512, 1024)]
         if gpu:
             out += [Opt(OptOps.LOCAL, axis, a) for a in (2, 4, 8, 16, 32, 64, 128, 256)]
             out += [Opt(op, axis, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in (16, 32, 64, 128, 256)]
@@ -71,6 +71,7 @@ def actions(ren: Renderer) -> list[Opt]:
             if threads > 1:
                 out += [Opt(OptOps.THREAD, axis, a) for a in (threads, 4 * threads)]
         out += [Opt(OptOps.SWAP, axis, other) for other in range(axis + 1, 6)]
+    out += [Opt(OptOps.PACK, i, 0) for i in range(4)]  # an input by slot order, after the other opts
     return out
 
 
