@@ -131,6 +131,9 @@ def test_pack_refuses_copies_that_do_not_fit_or_are_not_reused() -> None:
     twice = (x.index(i * 64 + r).load() * x.index(r).load()).reduce(r)
     with pytest.raises(OptError, match="read at 2 indices"):
         apply_opts(UOp.sink(out.index(i).store(twice)), [Opt(P, 0, 0)], cpu)
+    padded = (i < 3).where(x.index(r).load(), 0.0).reduce(r)  # the lowering gates the load by i < 3
+    with pytest.raises(OptError, match="no loop reuses a copy"):
+        apply_opts(UOp.sink(out.index(i).store(padded)), [Opt(P, 0, 0)], cpu)
     with pytest.raises(OptError, match="reductions read 0 inputs"):
         apply_opts(UOp.sink(out.index(i).store(x.index(i).load())), [Opt(P, 0, 0)], cpu)
 

@@ -309,6 +309,8 @@ def pack_input(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
     if not 0 <= opt.axis < len(bufs):
         raise OptError(f"{opt}: the kernel's reductions read {len(bufs)} inputs, no input {opt.axis}")
     buf = bufs[opt.axis]
+    if any(u.op is Ops.DEFINE_LOCAL and u.arg == ("pack", buf.arg) for u in ast.toposort()):
+        raise OptError(f"{opt}: buffer {buf.arg} is already packed")
     if axes_of(ast, AxisType.INNER) or axes_of(ast, AxisType.GROUP_REDUCE) or axes_of(ast, AxisType.LOCAL):
         raise OptError(f"{opt}: PACK does not combine with INNER, LOCAL or GROUP axes")
     loads = {u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].src[0] is buf}
@@ -317,13 +319,17 @@ def pack_input(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
     (load,) = loads
     if sum(1 for u in ast.toposort() if u.op is Ops.REDUCE and load in u.src[0].toposort()) != 1:
         raise OptError(f"{opt}: buffer {buf.arg} is read inside a nested reduction")
-    needs = {x for x in load.src[0].toposort() if x.op is Ops.RANGE}
+    # a WHERE that pads the load becomes its gate in the lowering (gated loads): the copy depends on it too
+    guards = [w.src[0] for w in ast.toposort() if w.op is Ops.WHERE and load in w.src[1:]]
+    needs = {x for g in (load, *guards) for x in g.toposort() if x.op is Ops.RANGE}
     inner = sorted((r for r in needs if r.arg[1] in _PACK_INNER), key=lambda r: (_PACK_INNER.index(r.arg[1]), r.arg[0]))
     if not inner:
         raise OptError(f"{opt}: the load of buffer {buf.arg} reads one element per output: nothing to copy")
     if any(r.src[0].op is not Ops.CONST for r in inner):
         raise OptError(f"{opt}: the load of buffer {buf.arg} walks a symbolic size; PACK needs constant sizes")
     size = math.prod(int(r.src[0].arg) for r in inner)
+    if size < 2:
+        raise OptError(f"{opt}: the load of buffer {buf.arg} reads one element per output: nothing to copy")
     limit = ren.shared_max or MAX_PACK_BYTES
     if size * load.dtype.itemsize > limit:
         raise OptError(f"{opt}: a copy of {size} elements exceeds {ren.device}'s {limit} bytes of local memory")
