@@ -1,7 +1,8 @@
 """BEAM search: breadth-first over opt sequences, each candidate compiled and timed on the device.
 
 Each step extends every kernel of the beam by one opt; the candidates that fit are compiled in
-worker processes (each with a timeout), run on the device with buffers of the kernel's real sizes
+worker processes (each with a timeout; all of a step's compiles finish before its first timed run),
+run on the device with buffers of the kernel's real sizes
 (best of a few runs) and checked against the unoptimised kernel on the same random inputs: a
 candidate whose results differ is discarded and reported, never chosen. The ``width`` fastest go
 on to the next step; the search stops when a step finds nothing faster. The default heuristics'
@@ -353,21 +354,24 @@ def _time_all(
     name: str,
 ) -> list[tuple[list[Opt], float]]:
     futs = [(c, _compile_candidate(pool, ast, device, ren, compiler, c)) for c in cands]
-    out: list[tuple[list[Opt], float]] = []
+    built: list[tuple[list[Opt], ProgramSpec]] = []
     for opts, fut in futs:
         key = tuple(opts)
         try:
             # each candidate's own timeout, counted from when the one before it is done: a long step on a busy
             # machine does not run later candidates out of time
-            spec = ProgramSpec.from_dict(fut.result(timeout=COMPILE_TIMEOUT_S))
+            built.append((opts, ProgramSpec.from_dict(fut.result(timeout=COMPILE_TIMEOUT_S))))
         except cf.TimeoutError:
             print(f"\nbeam {name}: {opts} did not compile within {COMPILE_TIMEOUT_S} s; skipped", file=sys.stderr)
             timed[key] = float("inf")
-            continue
         except Exception as e:  # noqa: BLE001 - a candidate that fails to build is skipped, with the reason
             print(f"\nbeam {name}: {opts} failed to build ({type(e).__name__}: {e}); skipped", file=sys.stderr)
             timed[key] = float("inf")
-            continue
+    # every compile of the step is done before the first timed run: a compiler on the other core would slow
+    # a threaded kernel by a different amount for each candidate
+    out: list[tuple[list[Opt], float]] = []
+    for opts, spec in built:
+        key = tuple(opts)
         t, got = bench.run(spec, cutoff=PRUNE * min([t for _, t in out] + [min(timed.values(), default=float("inf"))]))
         if got is None:
             timed[key] = t
