@@ -11,8 +11,9 @@ The choices read the kernel's shapes and the strides of its loads along each axi
 - a reduce axis read with stride 1 is unrolled into separate accumulators (vectorizable sums);
 - CPU-style: big kernels are split across cores on their outermost axis that has room (THREAD);
 - CPU-style: a register-tiled matmul runs its column tiles outermost (SWAP), so one strip of the
-  right-hand matrix stays in cache while every row tile passes over it; over a long reduction the
-  reduction is cut into blocks of rows of the right-hand matrix (BLOCK) instead;
+  right-hand matrix stays in cache while every row tile passes over it; over a longer reduction that
+  strip is copied into one contiguous panel per column tile (PACK), the reduction cut into blocks of
+  rows (BLOCK) only where a strip would not fit the panel;
 - GPU-style: outputs get a workgroup on the contiguous axis (LOCAL); a reduction with few
   outputs is grouped across the workgroup (GROUP) instead.
 
@@ -222,6 +223,9 @@ BLOCK_MIN_REDUCE = 1024
 BLOCK_ROWS = 256
 
 
+#: reduce length from which a register-tiled matmul PACKs its strips of B: timed at 256^3 (alternating rounds,
+#: machine shared) the copy ties on the best run and loses 30% on the median, B being in L2 anyway; 512^3 wins 2x
+PACK_MIN_REDUCE = 512
 #: reduce blocks tried when a whole strip of B is too big to PACK, largest first (the biggest packed strip won)
 PACK_BLOCKS = (1024, 512, 256)
 
@@ -231,7 +235,7 @@ def _pack_tile(ast: UOp, opts: list[Opt], ren: Renderer, rows: int, cols: int) -
     contiguous panel per column tile (PACK), read from L1 by every row tile; the reduction is BLOCKed only where
     a whole strip does not fit the PACK buffer. Appends to ``opts`` and returns True when it applies. Timed on the
     2-core EPYC (alternating rounds, machine shared): 1024^3 2.3-3x faster than blocked, 2048^3 2.3x (blocks of
-    1024), 512^3 1.5x and 256^3 even with the plain SWAP."""
+    1024), 512^3 2x faster than the plain SWAP."""
     for block in (None, *PACK_BLOCKS):
         trial, cur = list(opts), ast
         if block is not None:
@@ -254,16 +258,17 @@ def _pack_tile(ast: UOp, opts: list[Opt], ren: Renderer, rows: int, cols: int) -
 def _tile_loop_order(ast: UOp, opts: list[Opt], ren: Renderer, red_len: int) -> None:
     """Column tiles outermost for a 2-D register tile over a long reduction (appended to ``opts``): each
     strip of B is then read from cache by every row tile instead of all of B streaming once per row tile.
-    Applied after THREAD, so the cores still split the rows. Over a longer reduction the reduction is cut
-    into blocks of ``BLOCK_ROWS`` rows of B (BLOCK) instead, each block's partial sums added to the output:
-    timed at 1024^3 and 2048^3, blocks in the default loop order beat both SWAP and SWAP with blocks."""
+    Applied after THREAD, so the cores still split the rows. From ``PACK_MIN_REDUCE`` each strip is also packed
+    (``_pack_tile``); where PACK does not apply, a reduction of ``BLOCK_MIN_REDUCE`` or more is cut into blocks
+    of ``BLOCK_ROWS`` rows of B (BLOCK) instead, each block's partial sums added to the output: timed at 1024^3
+    and 2048^3 without packing, blocks in the default loop order beat both SWAP and SWAP with blocks."""
     outs = output_axes(ast)
     if red_len < TILE_ORDER_MIN_REDUCE or len(outs) < 2:
         return
     rows, cols = len(outs) - 2, len(outs) - 1
     upcast = {o.axis for o in opts if o.op is OptOps.UPCAST}
     if {rows, cols} <= upcast and all((_size(outs[i]) or 0) >= 2 for i in (rows, cols)):
-        if _pack_tile(ast, opts, ren, rows, cols):
+        if red_len >= PACK_MIN_REDUCE and _pack_tile(ast, opts, ren, rows, cols):
             return
         reds = reduce_axes(ast)
         if red_len >= BLOCK_MIN_REDUCE and len(reds) == 1 and (_size(reds[0]) or 0) > BLOCK_ROWS:
