@@ -24,7 +24,7 @@ from uops.dtypes import DType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _set_flat, _set_memo
+from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _set_flat, _set_memo, _set_vrange
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
@@ -176,25 +176,58 @@ def _leaf(u: UOp) -> bool:
 
 
 def _build(terms: list[tuple[UOp, int]], k: int, like: UOp) -> UOp:
-    """sum(coeff * base) + k, constants last, negative coefficients as SUB."""
+    """sum(coeff * base) + k, constants last, negative coefficients as SUB. For the scalar integer dtypes
+    the new nodes get their value ranges as they are built (what _compute_range gives them, without the
+    post-order walk a later ``_range`` would make over the new chain)."""
     acc: UOp | None = None
     dt = like.dtype
+    e = _INT_BOUNDS_ID.get(id(dt))
+    bounds = e[1] if e is not None and e[0] is dt else None
+    lo: ConstType = 0
+    hi: ConstType = 0
     for b, c in terms:
         if c == 0:
             continue
         bd = b.dtype
+        if bd is not dt:
+            bounds = None  # mixed dtypes: ranges are left to _range
         if acc is None:
             acc = b if c == 1 else (UOp(_NEG, bd, (b,)) if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, c))))
-        elif c > 0:
-            acc = UOp(_ADD, acc.dtype, (acc, b if c == 1 else UOp(_MUL, bd, (b, UOp.const(bd, c)))))
-        else:
-            acc = UOp(_SUB, acc.dtype, (acc, b if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, -c)))))
+            if bounds is not None:
+                lo, hi = b._vrange or b._range()
+                if c != 1:
+                    lo, hi = (-hi, -lo) if c == -1 else (lo * c, hi * c) if c > 0 else (hi * c, lo * c)
+                    if not bounds[0] <= lo <= hi <= bounds[1]:
+                        lo, hi = bounds
+                    if acc._vrange is None:
+                        _set_vrange(acc, (lo, hi))
+            continue
+        m = c if c > 0 else -c
+        t = b if m == 1 else UOp(_MUL, bd, (b, UOp.const(bd, m)))
+        acc = UOp(_ADD if c > 0 else _SUB, acc.dtype, (acc, t))
+        if bounds is not None:
+            t0, t1 = b._vrange or b._range()
+            if m != 1:
+                t0, t1 = t0 * m, t1 * m
+                if not bounds[0] <= t0 <= t1 <= bounds[1]:
+                    t0, t1 = bounds
+                if t._vrange is None:
+                    _set_vrange(t, (t0, t1))
+            lo, hi = (lo + t0, hi + t1) if c > 0 else (lo - t1, hi - t0)
+            if not bounds[0] <= lo <= hi <= bounds[1]:
+                lo, hi = bounds
+            if acc._vrange is None:
+                _set_vrange(acc, (lo, hi))
     if acc is None:
         return like.const_like(k)
     # a constant that wraps to 0 is left out; one inside the dtype's range does not wrap (no truncate call)
-    if k and (
-        (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt and e[1][0] <= k <= e[1][1] or truncate(k, dt)
-    ):
+    if bounds is not None and bounds[0] <= k <= bounds[1]:
+        if k:
+            acc = UOp(_ADD, dt, (acc, UOp.const(dt, k)))
+            if acc._vrange is None:
+                lo, hi = lo + k, hi + k
+                _set_vrange(acc, (lo, hi) if bounds[0] <= lo <= hi <= bounds[1] else bounds)
+    elif k and truncate(k, dt):
         acc = UOp(_ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
     return acc
 
@@ -421,13 +454,12 @@ def _add_neg(x: UOp, y: UOp) -> UOp:
 
 
 def _collect(x: UOp) -> UOp | None:
-    """Fold an integer sum whose range is one value; else collect like terms and constants, and recombine
-    (y//c)*c + y%c into y."""
-    lo, hi = x._vrange or x._range()
-    if lo == hi and x.dtype.count == 1:
-        return UOp.const(x.dtype, lo)
+    """Collect like terms and constants of an integer sum, recombine (y//c)*c + y%c into y, and fold a sum
+    whose range is one value. The range is asked of the node the rule returns: a sum that is rebuilt
+    never needs its own (the rebuilt one's range is at least as narrow, and is known as it is built)."""
     if not _is_int(x):
-        return None
+        lo, hi = x._vrange or x._range()
+        return UOp.const(x.dtype, lo) if lo == hi and x.dtype.count == 1 else None
     a, b = x.src
     # x._flat, a structural fact kept on the node: the bases of x's flattening when they are distinct,
     # with no constant and no (y//c, y%c) pair to recombine. Then x + c flattens to the same terms and
@@ -437,14 +469,14 @@ def _collect(x: UOp) -> UOp | None:
     if ta is not None:
         if b.op is _CONST:
             if x.op is _ADD:
-                return None
+                return _kept(x)
         else:
             bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
             if bb not in ta and bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb):
                 t = ta.copy()
                 t[bb] = 1
                 _set_flat(x, t)
-                return None
+                return _kept(x)
     if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
         ba = a.src[0] if a.op is _MUL and a.src[1].op is _CONST else a
         bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
@@ -452,10 +484,10 @@ def _collect(x: UOp) -> UOp | None:
             if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
                 if b.op is not _CONST:
                     _set_flat(x, {ba: 1, bb: 1})  # two distinct bases that do not pair, no constant
-                return None
+                return _kept(x)
     f = _flatten(x, exact=False)
     if f is None:
-        return None
+        return _kept(x)
     terms = f.terms
     changed = f.rep or f.nconst >= 2
     if f.mods:
@@ -478,7 +510,7 @@ def _collect(x: UOp) -> UOp | None:
         _set_flat(x, terms)
     const_last = x.op is _ADD and x.src[1].op is _CONST
     if not changed and not (f.nconst == 1 and not const_last):
-        return None
+        return _kept(x)
     tl = list(terms.items())
     new_skel = _build_skel(tl, f.k, x.dtype)
     if new_skel > f.skel:
@@ -486,13 +518,23 @@ def _collect(x: UOp) -> UOp | None:
             (n - (1 if terms.get(b) else 0)) * tree_size(b) for b, n in f.occ.items() if n > 1 or not terms.get(b)
         )
         if new_skel > f.skel + extra:
-            return None
+            return _kept(x)
     out = _build(tl, f.k, x)
     if out is x:
-        return None
+        return _kept(x)
+    if out.op is not _CONST:
+        lo, hi = out._vrange or out._range()
+        if lo == hi:
+            return UOp.const(x.dtype, lo)
     if _settled(tl, x.dtype) and ((memo := out._memo) is None or memo[0] is not _FINAL[0]):
         _set_memo(out, _FINAL)  # a fixed point of every rule: the walk need not offer it to them again
     return out
+
+
+def _kept(x: UOp) -> UOp | None:
+    """What _collect returns for an integer sum it keeps: its constant if its range is one value."""
+    lo, hi = x._vrange or x._range()
+    return UOp.const(x.dtype, lo) if lo == hi else None
 
 
 def _settled(terms: list[tuple[UOp, int]], dt: DType) -> bool:
