@@ -175,16 +175,20 @@ def _leaf(u: UOp) -> bool:
     return not (op is _ADD or op is _SUB or op is _NEG or op is _CONST or (op is _MUL and u.src[1].op is _CONST))
 
 
-def _build(terms: list[tuple[UOp, int]], k: int, like: UOp) -> UOp:
-    """sum(coeff * base) + k, constants last, negative coefficients as SUB. For the scalar integer dtypes
-    the new nodes get their value ranges as they are built (what _compute_range gives them, without the
-    post-order walk a later ``_range`` would make over the new chain)."""
-    acc: UOp | None = None
+def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = None) -> UOp:
+    """sum(coeff * base) + k, constants last, negative coefficients as SUB, continuing the sum ``acc`` when
+    one is given. For the scalar integer dtypes the new nodes get their value ranges as they are built
+    (what _compute_range gives them, without the post-order walk a later ``_range`` would make)."""
     dt = like.dtype
     e = _INT_BOUNDS_ID.get(id(dt))
     bounds = e[1] if e is not None and e[0] is dt else None
     lo: ConstType = 0
     hi: ConstType = 0
+    if acc is not None:
+        if acc.dtype is not dt:
+            bounds = None
+        elif bounds is not None:
+            lo, hi = acc._vrange or acc._range()
     for b, c in terms:
         if c == 0:
             continue
@@ -485,6 +489,19 @@ def _collect(x: UOp) -> UOp | None:
                 if b.op is not _CONST:
                     _set_flat(x, {ba: 1, bb: 1})  # two distinct bases that do not pair, no constant
                 return _kept(x)
+    # (y + k1) + k2 and (y + k) +/- t*m, with y a sum as _build writes it and t a new base that pairs with
+    # nothing: the rebuild below would give y's terms again in y's order, so y is continued, not rebuilt
+    if a.op is _ADD and a.src[1].op is _CONST and a is not b:
+        y = a.src[0]
+        if b.op is _CONST:
+            if x.op is _ADD and (st := _spine(y, None)) is not None:
+                return _continued(x, y, [], a.src[1].arg + b.arg, st)
+        else:
+            bmul = b.op is _MUL and b.src[1].op is _CONST
+            bb = b.src[0] if bmul else b
+            if bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb) and (st := _spine(y, bb)) is not None:
+                co = b.src[1].arg if bmul else 1
+                return _continued(x, y, [(bb, co if x.op is _ADD else -co)], a.src[1].arg, st)
     f = _flatten(x, exact=False)
     if f is None:
         return _kept(x)
@@ -528,6 +545,64 @@ def _collect(x: UOp) -> UOp | None:
             return UOp.const(x.dtype, lo)
     if _settled(tl, x.dtype) and ((memo := out._memo) is None or memo[0] is not _FINAL[0]):
         _set_memo(out, _FINAL)  # a fixed point of every rule: the walk need not offer it to them again
+    return out
+
+
+def _spine(y: UOp, new: UOp | None) -> bool | None:
+    """None unless ``y`` is a sum exactly as _build writes it from its terms (a left spine of ADD/SUB of a
+    base or base*m, m > 1, over a first base, NEG base or base*c) with no base ``new``; else whether its
+    terms are _settled ones."""
+    dt = y.dtype
+    e = _INT_BOUNDS_ID.get(id(dt))
+    lim = e[1][1] >> 1 if e is not None and e[0] is dt and dt.kind == "i" else 0
+    ok = lim > 0
+    n = y
+    while True:
+        op = n.op
+        if op is _ADD or op is _SUB:
+            t = n.src[1]
+            if t.op is _MUL and t.src[1].op is _CONST:
+                m = t.src[1].arg
+                if m.__class__ is not int or m < 2:
+                    return None
+                if m >= lim:
+                    ok = False
+                t = t.src[0]
+            if t is new or not _leaf(t):
+                return None
+            if t.dtype is not dt:
+                ok = False
+            n = n.src[0]
+            continue
+        if op is _NEG:
+            t, ok = n.src[0], False  # a NEG first is rewritten when something is added to it
+        elif op is _MUL and n.src[1].op is _CONST:
+            t = n.src[0]
+            c = n.src[1].arg
+            if c.__class__ is not int or -1 <= c <= 1:
+                return None
+            if not -lim < c < lim:
+                ok = False
+        else:
+            t = n
+        if t is new or not _leaf(t):
+            return None
+        return ok and t.dtype is dt
+
+
+def _continued(x: UOp, y: UOp, extra: list[tuple[UOp, int]], k: int, settled: bool) -> UOp | None:
+    """_collect's result for a sum whose terms are y's and then ``extra``, constant k (see _spine)."""
+    out = _build(extra, k, x, y)
+    if out.op is not _CONST:
+        lo, hi = out._vrange or out._range()
+        if lo == hi:
+            return UOp.const(x.dtype, lo)
+    if settled and extra:
+        b, c = extra[0]
+        lim = _INT_BOUNDS_ID[id(x.dtype)][1][1] >> 1  # settled: x's dtype is a signed integer one
+        settled = b.dtype is x.dtype and -lim < c < lim
+    if settled and ((memo := out._memo) is None or memo[0] is not _FINAL[0]):
+        _set_memo(out, _FINAL)
     return out
 
 
