@@ -98,7 +98,7 @@ class _Sum:
 
     def __init__(self) -> None:
         self.terms: dict[UOp, int] = {}
-        self.occ: dict[UOp, int] = {}
+        self.occ: dict[UOp, int] = {}  # uses of the bases used more than once
         self.k = 0
         self.nconst = 0
         self.skel = 0  # nodes of the ADD/SUB/NEG/MUL-by-const skeleton, constants included
@@ -151,16 +151,15 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
             k += c * n.arg
             nconst += 1
             skel += 1
-        elif n in occ:
+        elif n in terms:
             terms[n] += c
-            occ[n] += 1
+            occ[n] = occ.get(n, 1) + 1
             rep = True
         else:
             terms[n] = c
-            occ[n] = 1
             if op is _MOD:
                 mods = True
-            if len(occ) > limit:
+            if len(terms) > limit:
                 return None
         if not stack:
             break
@@ -236,16 +235,31 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
     return acc
 
 
-def _build_skel(terms: list[tuple[UOp, int]], k: int, dt: DType) -> int:
-    n = first = 0
-    for _, c in terms:
+def _shape(terms: list[tuple[UOp, int]], k: int, dt: DType) -> tuple[int, bool]:
+    """The skeleton size of _build's sum of ``terms`` + k, and whether that sum is a fixed point of
+    ``symbolic``: signed, every base of the sum's dtype, no NEG first (ADD of a NEG is rewritten) and every
+    coefficient far from the dtype's edges."""
+    e = _INT_BOUNDS_ID.get(id(dt))
+    bounds = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
+    lim = int(bounds[1]) >> 1 if dt.kind == "i" else 0
+    settled = lim > 0
+    n = 0
+    first = True
+    for b, c in terms:
         if c == 0:
             continue
-        n += (0 if c == 1 else 1 if c == -1 and first == 0 else 0 if c == -1 else 2) + (1 if first else 0)
-        first = 1
-    if first == 0:
-        return 1
-    return n + (2 if k and truncate(k, dt) != 0 else 0)
+        if first:
+            n += 0 if c == 1 else 1 if c == -1 else 2
+            if c == -1:
+                settled = False
+            first = False
+        else:
+            n += 1 if c == 1 or c == -1 else 3
+        if settled and (b.dtype is not dt or not -lim < c < lim):
+            settled = False
+    if first:
+        return 1, False
+    return n + (2 if k and (bounds[0] <= k <= bounds[1] or truncate(k, dt) != 0) else 0), settled
 
 
 def _tree_size_upto(u: UOp, limit: int) -> int:
@@ -529,10 +543,10 @@ def _collect(x: UOp) -> UOp | None:
     if not changed and not (f.nconst == 1 and not const_last):
         return _kept(x)
     tl = list(terms.items())
-    new_skel = _build_skel(tl, f.k, x.dtype)
+    new_skel, settled = _shape(tl, f.k, x.dtype)
     if new_skel > f.skel:
         extra = sum(
-            (n - (1 if terms.get(b) else 0)) * tree_size(b) for b, n in f.occ.items() if n > 1 or not terms.get(b)
+            (f.occ.get(b, 1) - (1 if co else 0)) * tree_size(b) for b, co in terms.items() if not co or b in f.occ
         )
         if new_skel > f.skel + extra:
             return _kept(x)
@@ -543,7 +557,7 @@ def _collect(x: UOp) -> UOp | None:
         lo, hi = out._vrange or out._range()
         if lo == hi:
             return UOp.const(x.dtype, lo)
-    if _settled(tl, x.dtype) and ((memo := out._memo) is None or memo[0] is not _FINAL[0]):
+    if settled and ((memo := out._memo) is None or memo[0] is not _FINAL[0]):
         _set_memo(out, _FINAL)  # a fixed point of every rule: the walk need not offer it to them again
     return out
 
@@ -551,7 +565,7 @@ def _collect(x: UOp) -> UOp | None:
 def _spine(y: UOp, new: UOp | None) -> bool | None:
     """None unless ``y`` is a sum exactly as _build writes it from its terms (a left spine of ADD/SUB of a
     base or base*m, m > 1, over a first base, NEG base or base*c) with no base ``new``; else whether its
-    terms are _settled ones."""
+    terms are settled ones (see _shape)."""
     dt = y.dtype
     e = _INT_BOUNDS_ID.get(id(dt))
     lim = e[1][1] >> 1 if e is not None and e[0] is dt and dt.kind == "i" else 0
@@ -610,22 +624,6 @@ def _kept(x: UOp) -> UOp | None:
     """What _collect returns for an integer sum it keeps: its constant if its range is one value."""
     lo, hi = x._vrange or x._range()
     return UOp.const(x.dtype, lo) if lo == hi else None
-
-
-def _settled(terms: list[tuple[UOp, int]], dt: DType) -> bool:
-    """True when _build's sum of ``terms`` is a fixed point of ``symbolic``: signed, every base of the sum's
-    dtype, no NEG first (ADD of a NEG is rewritten) and every coefficient far from the dtype's edges."""
-    if dt.kind != "i":
-        return False
-    lim = int(dtypes.max(dt)) >> 1
-    first = True
-    for b, c in terms:
-        if c == 0:
-            continue
-        if b.dtype is not dt or not -lim < c < lim or (first and c == -1):
-            return False
-        first = False
-    return True
 
 
 def _split_terms(f: _Sum, c: int) -> tuple[list[tuple[UOp, int]], list[tuple[UOp, int]]]:
