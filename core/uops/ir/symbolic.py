@@ -24,7 +24,7 @@ from uops.dtypes import DType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _set_flat, _set_memo, _set_vrange
+from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _new_uop, _set_flat, _set_memo, _set_vrange
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
@@ -195,7 +195,11 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
         if bd is not dt:
             bounds = None  # mixed dtypes: ranges are left to _range
         if acc is None:
-            acc = b if c == 1 else (UOp(_NEG, bd, (b,)) if c == -1 else UOp(_MUL, bd, (b, UOp.const(bd, c))))
+            acc = (
+                b
+                if c == 1
+                else (_new_uop(UOp, _NEG, bd, (b,)) if c == -1 else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, c))))
+            )
             if bounds is not None:
                 lo, hi = b._vrange or b._range()
                 if c != 1:
@@ -206,8 +210,8 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
                         _set_vrange(acc, (lo, hi))
             continue
         m = c if c > 0 else -c
-        t = b if m == 1 else UOp(_MUL, bd, (b, UOp.const(bd, m)))
-        acc = UOp(_ADD if c > 0 else _SUB, acc.dtype, (acc, t))
+        t = b if m == 1 else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
+        acc = _new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
         if bounds is not None:
             t0, t1 = b._vrange or b._range()
             if m != 1:
@@ -226,12 +230,12 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
     # a constant that wraps to 0 is left out; one inside the dtype's range does not wrap (no truncate call)
     if bounds is not None and bounds[0] <= k <= bounds[1]:
         if k:
-            acc = UOp(_ADD, dt, (acc, UOp.const(dt, k)))
+            acc = _new_uop(UOp, _ADD, dt, (acc, UOp.const(dt, k)))
             if acc._vrange is None:
                 lo, hi = lo + k, hi + k
                 _set_vrange(acc, (lo, hi) if bounds[0] <= lo <= hi <= bounds[1] else bounds)
     elif k and truncate(k, dt):
-        acc = UOp(_ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
+        acc = _new_uop(UOp, _ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
     return acc
 
 
@@ -324,7 +328,7 @@ def _fold_cast(x: UOp, c: UOp) -> UOp | None:
 def _const_right(x: UOp) -> UOp | None:
     a, b = x.src
     if a.op is _CONST and b.op is not _CONST:
-        return UOp(x.op, x.dtype, (b, a), x.arg)
+        return _new_uop(UOp, x.op, x.dtype, (b, a), x.arg)
     return None
 
 
@@ -353,7 +357,7 @@ def _mul_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if v == 1:
         return a
     if v == -1 or (x.dtype.kind == "u" and v == dtypes.max(x.dtype)):
-        return UOp(_NEG, x.dtype, (a,))
+        return _new_uop(UOp, _NEG, x.dtype, (a,))
     if v == 0 and x.dtype.kind != "f":
         return c
     return None
@@ -368,7 +372,7 @@ def _idiv_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if v == 0:
         return c  # x IDIV 0 == 0
     if v == -1 and x.dtype.kind == "i":
-        return UOp(_NEG, x.dtype, (a,))  # wraps like INT_MIN IDIV -1
+        return _new_uop(UOp, _NEG, x.dtype, (a,))  # wraps like INT_MIN IDIV -1
     return None
 
 
@@ -417,12 +421,12 @@ def _where(c: UOp, a: UOp, b: UOp) -> UOp | None:
     if c.op is _CONST:
         return a if c.arg else b
     if c.op is _CMPNE and c.src[1].op is _CONST and c.src[1].arg is True and c.src[0].dtype.kind == "b":
-        return UOp(Ops.WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
+        return _new_uop(UOp, Ops.WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
     if a.op is _CONST and b.op is _CONST and a.dtype.kind == "b" and c.dtype.count == 1:
         if a.arg is True and b.arg is False:
             return c
         if a.arg is False and b.arg is True:
-            return UOp(_CMPNE, c.dtype, (c, c.const_like(True)))
+            return _new_uop(UOp, _CMPNE, c.dtype, (c, c.const_like(True)))
     return None
 
 
@@ -434,16 +438,16 @@ def _bool_cmp_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if (x.op is _CMPNE) != v:  # b != False, b == True
         return a
     if x.op is _CMPEQ:  # b == False -> not b
-        return UOp(_CMPNE, x.dtype, (a, a.const_like(True)))
+        return _new_uop(UOp, _CMPNE, x.dtype, (a, a.const_like(True)))
     # not b: fold double negation and negated integer comparisons
     if a.op is _CMPNE and a.src[1].op is _CONST and a.src[1].arg is True and a.src[0].dtype.kind == "b":
         return a.src[0]
     if a.op is _CMPLT and _is_int(a.src[0]):
         l, r = a.src
         if r.op is _CONST and r.arg > dtypes.min(r.dtype):  # not (l < d) -> d-1 < l
-            return UOp(_CMPLT, x.dtype, (r.const_like(r.arg - 1), l))
+            return _new_uop(UOp, _CMPLT, x.dtype, (r.const_like(r.arg - 1), l))
         if l.op is _CONST and l.arg < dtypes.max(l.dtype):  # not (d < r) -> r < d+1
-            return UOp(_CMPLT, x.dtype, (r, l.const_like(l.arg + 1)))
+            return _new_uop(UOp, _CMPLT, x.dtype, (r, l.const_like(l.arg + 1)))
     return None
 
 
@@ -468,7 +472,7 @@ def _mul_neg(x: UOp, y: UOp, c: UOp) -> UOp | None:
 
 
 def _add_neg(x: UOp, y: UOp) -> UOp:
-    return UOp(_SUB, x.dtype, (x, y))
+    return _new_uop(UOp, _SUB, x.dtype, (x, y))
 
 
 def _collect(x: UOp) -> UOp | None:
@@ -648,7 +652,7 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
     is_mod = x.op is _MOD
     if v <= 0:
         if is_mod and v < 0 and v != dtypes.min(dt):
-            return UOp(_MOD, dt, (a, c.const_like(-v)))  # C: x % -c == x % c
+            return _new_uop(UOp, _MOD, dt, (a, c.const_like(-v)))  # C: x % -c == x % c
         return None
     lo, hi = a._range()
     if is_mod:
@@ -660,9 +664,9 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if ao is x.op and a.src[1].op is _CONST and a.src[1].arg > 0:
         c1 = a.src[1].arg
         if is_mod and c1 % v == 0:
-            return UOp(_MOD, dt, (a.src[0], c))  # (y % (k*c)) % c
+            return _new_uop(UOp, _MOD, dt, (a.src[0], c))  # (y % (k*c)) % c
         if not is_mod and c1 * v <= dtypes.max(dt):
-            return UOp(_IDIV, dt, (a.src[0], c.const_like(c1 * v)))  # (y // c1) // c
+            return _new_uop(UOp, _IDIV, dt, (a.src[0], c.const_like(c1 * v)))  # (y // c1) // c
         return None
     if ao not in _LINEAR:
         return None
@@ -674,10 +678,10 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         # exact division of every term: (g*t) // (g*c) == t // c and (g*t) % (g*c) == (t % c) * g
         t = _build([(b, co // g) for b, co in f.terms.items()], f.k // g, a)
         if not is_mod:
-            return t if v == g else UOp(_IDIV, dt, (t, c.const_like(v // g)))
+            return t if v == g else _new_uop(UOp, _IDIV, dt, (t, c.const_like(v // g)))
         if v == g:
             return x.const_like(0)
-        out = UOp(_MOD, dt, (t, c.const_like(v // g))) * g
+        out = _new_uop(UOp, _MOD, dt, (t, c.const_like(v // g))) * g
         return out if _not_larger(out, x) else None
     qt, rt = _split_terms(f, v)
     if lo >= 0:
@@ -695,10 +699,10 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         return None
     fits = -v < rlo and rhi < v
     if is_mod:
-        out = r if fits else UOp(_MOD, dt, (r, c))
+        out = r if fits else _new_uop(UOp, _MOD, dt, (r, c))
     else:
         qe = _build(qt, kq, a)
-        out = qe if fits else qe + UOp(_IDIV, dt, (r, c))
+        out = qe if fits else qe + _new_uop(UOp, _IDIV, dt, (r, c))
     return out if _not_larger(out, x) else None
 
 
@@ -710,7 +714,7 @@ def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:
     if op is not _CMPLT:
         # ring identity: a + k != d  <=>  a != d - k
         if b.op is _CONST and a.op is _ADD and a.src[1].op is _CONST:
-            return UOp(op, x.dtype, (a.src[0], b.const_like(b.arg - a.src[1].arg)))
+            return _new_uop(UOp, op, x.dtype, (a.src[0], b.const_like(b.arg - a.src[1].arg)))
         return None
     left_const = a.op is _CONST
     e, d = (b, a.arg) if left_const else (a, b.arg)
@@ -728,10 +732,10 @@ def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:
     num = d - f.k  # e == g*t + k with g > 0
     if left_const:  # d < g*t + k  <=>  floor((d-k)/g) < t
         bnd = num // g
-        out = UOp(_CMPLT, x.dtype, (e.const_like(bnd), t)) if _fits(bnd, e.dtype) else None
+        out = _new_uop(UOp, _CMPLT, x.dtype, (e.const_like(bnd), t)) if _fits(bnd, e.dtype) else None
     else:  # g*t + k < d  <=>  t < ceil((d-k)/g)
         bnd = -((-num) // g)
-        out = UOp(_CMPLT, x.dtype, (t, e.const_like(bnd))) if _fits(bnd, e.dtype) else None
+        out = _new_uop(UOp, _CMPLT, x.dtype, (t, e.const_like(bnd))) if _fits(bnd, e.dtype) else None
     if out is None or out is x:
         return None
     return out if _not_larger(out, x) else None
