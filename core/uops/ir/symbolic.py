@@ -136,10 +136,14 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
                 if lo == dmin and hi == dmax:
                     ok = False
             src = n.src
-            if op is _ADD:
-                push((src[1], c))
-            elif op is _SUB:
-                push((src[1], -c))
+            if op is _ADD or op is _SUB:
+                t = src[1]
+                if t.op is _CONST:  # a constant adds to k in any order: no need to stack it
+                    k += t.arg * c if op is _ADD else -t.arg * c
+                    nconst += 1
+                    skel += 1
+                else:
+                    push((t, c if op is _ADD else -c))
             elif op is _NEG:
                 c = -c
             else:
