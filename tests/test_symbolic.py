@@ -656,6 +656,39 @@ def test_results_taken_as_final_are_fixed_points() -> None:
     assert settled > 100
 
 
+def test_continued_sums_are_the_rebuilt_ones() -> None:
+    # (y + k1) + k2 and (y + k) +/- t*m continue y instead of flattening and rebuilding the sum: for every
+    # y as _build writes it, the result must be the very node the rebuild gives
+    from uops.ir.symbolic import _build, _collect, _flatten, _spine
+
+    rng = random.Random(5)
+    leaves = [var("p", -5, 9), var("q", 0, 40), var("r", 0, 3), var("s", -2, 2)]
+    leaves += [leaves[1] // 4, leaves[0].maximum(leaves[2]), leaves[1] % 8]
+    checked = 0
+    for _ in range(400):
+        bases = rng.sample(leaves, rng.randint(1, 4))
+        y = _build([(b, rng.choice([1, -1, 2, -3, 16])) for b in bases], 0, leaves[0])
+        if _spine(y, None) is None:
+            continue
+        a = UOp(Ops.ADD, dtypes.int32, (y, c(rng.choice([-3, 1, 7]))))
+        t = rng.choice([u for u in leaves if u not in bases and u.op is not Ops.MOD and u.op is not Ops.IDIV] or [a])
+        if t is a:
+            continue
+        tm = t if rng.random() < 0.5 else t * c(rng.choice([2, 5, -4]))
+        for x in (
+            UOp(Ops.ADD, dtypes.int32, (a, c(rng.choice([-7, 3, -1])))),
+            UOp(Ops.ADD, dtypes.int32, (a, tm)),
+            UOp(Ops.SUB, dtypes.int32, (a, tm)),
+        ):
+            f = _flatten(x, exact=False)
+            assert f is not None
+            want = _build(list(f.terms.items()), f.k, x)
+            lo, hi = want._range()
+            assert _collect(x) is (want if lo != hi else c(lo)), x.pretty()
+            checked += 1
+    assert checked > 300
+
+
 # the total size of the simplified index expressions below, at this seed, when speed work on the
 # simplifier began: a faster simplifier must not get there by simplifying less
 INDEX_SIZES_BEFORE = 6208
