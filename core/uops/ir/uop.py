@@ -503,6 +503,22 @@ _INT_CONST: dict[int, tuple[DType, int, int, int]] = {
 _ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
 _CONST, _DEFINE_VAR = Ops.CONST, Ops.DEFINE_VAR
 _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
+# the general path's op tests read these module names: an Ops member read through the enum class costs far more
+_WHERE, _CAST, _NEG, _CMPLT, _CMPNE, _AND, _OR, _SHL, _SHR = (
+    Ops.WHERE,
+    Ops.CAST,
+    Ops.NEG,
+    Ops.CMPLT,
+    Ops.CMPNE,
+    Ops.AND,
+    Ops.OR,
+    Ops.SHL,
+    Ops.SHR,
+)
+_RANGE_LIKE = frozenset({Ops.RANGE, Ops.SPECIAL})
+_FLOAT_RANGED = frozenset({_ADD, _MUL, _NEG, _MAX, _SUB})
+_RING = frozenset({_ADD, _SUB, _MUL, _MAX})
+_COMPARISON, _ALU = GroupOp.Comparison, GroupOp.ALU
 
 
 def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
@@ -512,10 +528,6 @@ def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
         bounds = e[1]
         # scalar integers, the common ops: the answers of the general code below, cheaper. Anything
         # unusual (a float or out-of-range bound, a wide multiplier) falls through to the general code.
-        if op is _CONST:
-            return u.arg, u.arg
-        if op is _DEFINE_VAR:
-            return u.arg[1], u.arg[2]
         if op in _FAST_BINARY:
             s = u.src
             a0, a1 = s[0]._vrange or s[0]._range()
@@ -544,8 +556,12 @@ def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
                 lo, hi = max(a0, b0), max(a1, b1)
             else:
                 return _compute_range_general(u)
-            if bounds[0] <= lo <= hi <= bounds[1]:
+            if bounds[0] <= lo and hi <= bounds[1]:  # lo <= hi: the sources' ranges are ordered
                 return lo, hi
+        elif op is _CONST:
+            return u.arg, u.arg
+        elif op is _DEFINE_VAR:
+            return u.arg[1], u.arg[2]
     return _compute_range_general(u)
 
 
@@ -554,21 +570,21 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
     op = u.op
     if isinstance(dt, PtrDType) or dt.kind == "v" or dt.count > 1:
         return dtypes.min(dt.scalar()) if dt.kind != "v" else 0, dtypes.max(dt.scalar()) if dt.kind != "v" else 0
-    if op is Ops.CONST:
+    if op is _CONST:
         return u.arg, u.arg
-    if op is Ops.DEFINE_VAR:
+    if op is _DEFINE_VAR:
         return u.arg[1], u.arg[2]
-    if op in (Ops.RANGE, Ops.SPECIAL):
+    if op in _RANGE_LIKE:
         return 0, max(0, u.src[0].vmax - 1)
     if not u.src:
         return dtypes.min(dt), dtypes.max(dt)
     s = u.src
-    if op is Ops.WHERE:
+    if op is _WHERE:
         c = s[0]
         if c.vmin == c.vmax:
             return s[1]._range() if c.vmin else s[2]._range()
         return min(s[1].vmin, s[2].vmin), max(s[1].vmax, s[2].vmax)
-    if op is Ops.CAST:
+    if op is _CAST:
         lo, hi = s[0]._range()
         if dtypes.is_float(dt):
             return float(lo), float(hi)
@@ -579,33 +595,33 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
                 return dtypes.min(dt), dtypes.max(dt)
             lo, hi = math.trunc(lo), math.trunc(hi)
         return _clamp(int(lo), int(hi), dt)
-    if dtypes.is_float(dt) and op not in (Ops.ADD, Ops.MUL, Ops.NEG, Ops.MAX, Ops.SUB):
+    if dtypes.is_float(dt) and op not in _FLOAT_RANGED:
         return -math.inf, math.inf
-    if op in GroupOp.Comparison:
+    if op in _COMPARISON:
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
-        if op is Ops.CMPLT:
+        if op is _CMPLT:
             if a1 < b0:
                 return True, True
             if a0 >= b1:
                 return False, False
         elif a1 < b0 or b1 < a0:  # disjoint
-            return (True, True) if op is Ops.CMPNE else (False, False)
+            return (True, True) if op is _CMPNE else (False, False)
         elif a0 == a1 == b0 == b1:
-            return (False, False) if op is Ops.CMPNE else (True, True)
+            return (False, False) if op is _CMPNE else (True, True)
         return False, True
-    if op is Ops.NEG:
+    if op is _NEG:
         lo, hi = s[0]._range()
         if dtypes.is_bool(dt):
             return False, True
         return _clamp(-hi, -lo, dt)
-    if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX):
+    if op in _RING:
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
         try:
-            if op is Ops.ADD:
+            if op is _ADD:
                 lo, hi = a0 + b0, a1 + b1
-            elif op is Ops.SUB:
+            elif op is _SUB:
                 lo, hi = a0 - b1, a1 - b0
-            elif op is Ops.MAX:
+            elif op is _MAX:
                 lo, hi = max(a0, b0), max(a1, b1)
             else:
                 corners = [x * y for x in (a0, a1) for y in (b0, b1)]
@@ -619,12 +635,12 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
         if dtypes.is_float(dt):
             return lo, hi
         return _clamp(lo, hi, dt)
-    if op is Ops.IDIV and dtypes.is_int(dt):
+    if op is _IDIV and dtypes.is_int(dt):
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
         if b0 > 0 or b1 < 0:
             qs = [idiv(int(x), int(y)) for x in (a0, a1) for y in (b0, b1)]
             return _clamp(min(qs), max(qs), dt)
-    if op is Ops.MOD and dtypes.is_int(dt):
+    if op is _MOD and dtypes.is_int(dt):
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
         if b0 > 0:
             m = b1 - 1
@@ -633,7 +649,7 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
             if a1 <= 0:
                 return max(a0, -m), 0
             return -m, m
-    if op in GroupOp.ALU:
+    if op in _ALU:
         # every source a single known integer value: the op's value itself, from the ALU table
         vals = []
         for x in s:
@@ -645,23 +661,23 @@ def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
             v = eval_scalar(op, dt, tuple(vals), s[-1].dtype)
             if v is not None:
                 return v, v
-    if op is Ops.AND:
+    if op is _AND:
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
         if dtypes.is_bool(dt):
             return bool(a0 and b0), bool(a1 and b1)
         if a0 >= 0 and b0 >= 0:
             return 0, min(a1, b1)
-    if op is Ops.OR and dtypes.is_bool(dt):
+    if op is _OR and dtypes.is_bool(dt):
         (a0, a1), (b0, b1) = s[0]._range(), s[1]._range()
         return bool(a0 or b0), bool(a1 or b1)
-    if op is Ops.SHL and s[1].op is Ops.CONST and dtypes.is_int(dt):
+    if op is _SHL and s[1].op is _CONST and dtypes.is_int(dt):
         lo, hi = s[0]._range()
         return (
             _clamp(lo << s[1].arg, hi << s[1].arg, dt)
             if lo >= 0 and s[1].arg >= 0
             else (dtypes.min(dt), dtypes.max(dt))
         )
-    if op is Ops.SHR and s[1].op is Ops.CONST and dtypes.is_int(dt):
+    if op is _SHR and s[1].op is _CONST and dtypes.is_int(dt):
         lo, hi = s[0]._range()
         return (lo >> s[1].arg, hi >> s[1].arg) if lo >= 0 and s[1].arg >= 0 else (dtypes.min(dt), dtypes.max(dt))
     return dtypes.min(dt), dtypes.max(dt)
