@@ -34,6 +34,9 @@ _INTS = frozenset(
 _INTS_BOOL = _INTS | {dtypes.bool}
 _ADD, _SUB, _MUL, _NEG, _CONST = Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.CONST
 _IDIV, _MOD, _CMPLT, _CMPNE, _CMPEQ = Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ
+# rule code reads module names: an Ops member read through the enum class costs far more
+_WHERE, _MULACC, _CAST, _MAX, _AND, _OR, _XOR = Ops.WHERE, Ops.MULACC, Ops.CAST, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR
+_COMPARISON = GroupOp.Comparison
 
 
 # ----------------------------------------------------------------------------------------
@@ -43,10 +46,10 @@ def _fold_value(op: Ops, dt: DType, src: tuple[UOp, ...]) -> ConstType | None:
     """The constant ``op`` folds to, or None: never a NaN (its sign and payload are the hardware's), never
     a float MULACC (fused or not is the backend's choice), nothing the table leaves undefined."""
     vals = tuple(s.arg for s in src)
-    if op is not Ops.WHERE and any(v.__class__ is float and v != v for v in vals):
+    if op is not _WHERE and any(v.__class__ is float and v != v for v in vals):
         return None
     operand = src[-1].dtype
-    if op is Ops.MULACC and operand.kind == "f":
+    if op is _MULACC and operand.kind == "f":
         return None
     v = eval_scalar(op, dt, vals, operand)
     return None if v.__class__ is float and v != v else v
@@ -325,7 +328,7 @@ _RING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX})
 def _fold_cast(x: UOp, c: UOp) -> UOp | None:
     if x.dtype.count != 1:
         return None
-    v = _cast_const(c.arg, c.dtype, x.dtype) if x.op is Ops.CAST else _bitcast_const(c.arg, c.dtype, x.dtype)
+    v = _cast_const(c.arg, c.dtype, x.dtype) if x.op is _CAST else _bitcast_const(c.arg, c.dtype, x.dtype)
     return None if v is None else UOp.const(x.dtype, v)
 
 
@@ -392,11 +395,11 @@ def _bitwise_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
         return None
     ones = True if dt.kind == "b" else truncate(-1, dt)
     op = x.op
-    if op is Ops.AND:
+    if op is _AND:
         return a if v == ones else c if v == 0 else None
-    if op is Ops.OR:
+    if op is _OR:
         return a if v == 0 else c if v == ones else None
-    if op is Ops.XOR:
+    if op is _XOR:
         return a if v == 0 else None
     return a if v == 0 else None  # SHL/SHR by 0
 
@@ -404,11 +407,11 @@ def _bitwise_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
 def _same_src(x: UOp, a: UOp) -> UOp | None:
     """Binary ops of a node with itself."""
     op = x.op
-    if op is Ops.MAX or op is Ops.AND or op is Ops.OR:
+    if op is _MAX or op is _AND or op is _OR:
         return a
     if x.src[0].dtype.kind == "f":
         return None  # NaN != NaN
-    if op is _SUB or op is Ops.XOR:
+    if op is _SUB or op is _XOR:
         return x.const_like(0)
     if op is _CMPNE or op is _CMPLT:
         return x.const_like(False)
@@ -425,7 +428,7 @@ def _where(c: UOp, a: UOp, b: UOp) -> UOp | None:
     if c.op is _CONST:
         return a if c.arg else b
     if c.op is _CMPNE and c.src[1].op is _CONST and c.src[1].arg is True and c.src[0].dtype.kind == "b":
-        return _new_uop(UOp, Ops.WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
+        return _new_uop(UOp, _WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
     if a.op is _CONST and b.op is _CONST and a.dtype.kind == "b" and c.dtype.count == 1:
         if a.arg is True and b.arg is False:
             return c
@@ -462,7 +465,7 @@ def _range_fold(x: UOp) -> UOp | None:
     dt = x.dtype
     if dt.count != 1 or dt.kind == "f" or dt.kind == "v":
         return None
-    if x.op in GroupOp.Comparison and x.src[0].dtype.kind == "f":
+    if x.op in _COMPARISON and x.src[0].dtype.kind == "f":
         return None  # float ranges are not rounded like the hardware rounds: no decisions from them
     return UOp.const(dt, lo)
 
