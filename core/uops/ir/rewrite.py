@@ -11,6 +11,7 @@ import gc
 import inspect
 import itertools
 import keyword
+import operator
 import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -447,8 +448,12 @@ def graph_rewrite(
     """
     if remember and ctx is not None:
         raise ValueError("graph_rewrite(remember=True) needs ctx=None: a result that depends on ctx cannot be kept")
-    key = pm.memo_keys[bottom_up] if remember else None
-    run = _bottom_up if bottom_up else _top_down
+    if remember:
+        key: object | None = pm.memo_keys[bottom_up]
+        run = _bottom_up_kept if bottom_up else _top_down
+    else:
+        key = None
+        run = _bottom_up if bottom_up else _top_down
     # UOps are an immutable DAG: a rewrite makes no reference cycles, so the cycle collector
     # would only rescan the many young nodes a rewrite allocates. Pause it for the walk.
     if not gc.isenabled():
@@ -471,7 +476,7 @@ def _remember(replace: dict[UOp, UOp], key: object) -> None:
             _set_memo(n, (key, None if r is n else r))
 
 
-def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
+def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: None) -> UOp:
     replace: dict[UOp, UOp] = {}
     rget, rgetitem = replace.get, replace.__getitem__
     POST, LINK = _POST, _LINK
@@ -520,9 +525,6 @@ def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp
         else:
             if e in replace:
                 continue
-            if key is not None and (m := e._memo) is not None and m[0] is key:
-                replace[e] = e if m[1] is None else m[1]
-                continue
             src = e.src
             if not src:
                 f = table[e.op]
@@ -538,13 +540,78 @@ def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp
             push(POST)
             for s in reversed(src):
                 if s not in replace:
-                    if key is not None and (m := s._memo) is not None and m[0] is key:
-                        replace[s] = s if m[1] is None else m[1]
-                    else:
-                        push(s)
-    if key is not None:
-        _remember(replace, key)
+                    push(s)
     return replace[sink]
+
+
+def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
+    """Bottom-up with every result kept on its node (``remember``): the node's memo is the walk's
+    record, so no dict is filled and copied out, and a node whose sources are already final (most
+    of a small expression) is finished on its first visit. Stack entries are nodes, peeked until
+    their sources are done, and (node, result) pairs for a node that waits on its rule's result."""
+    fixed = (key, None)  # the memo of a node that is its own result
+    set_memo, new, pair = _set_memo, _new_uop, tuple
+    stack: list[Any] = [sink]
+    pop, push = stack.pop, stack.append
+    while stack:
+        n = stack[-1]
+        if n.__class__ is pair:  # the rule's result is final now: so is the node's
+            pop()
+            n, r = n
+            m = r._memo
+            set_memo(n, (key, r) if m[1] is None else m)
+            continue
+        if (m := n._memo) is not None and m[0] is key:
+            pop()
+            continue
+        src = n.src
+        if len(src) == 2:  # most nodes: the two sources without a loop or a tuple
+            s0, s1 = src
+            m0, m1 = s0._memo, s1._memo
+            if m1 is None or m1[0] is not key:
+                push(s1)
+                if m0 is None or m0[0] is not key:
+                    push(s0)
+                continue
+            if m0 is None or m0[0] is not key:
+                push(s0)
+                continue
+            r0, r1 = m0[1], m1[1]
+            if r0 is None and r1 is None:
+                x = n
+            else:
+                x = new(UOp, n.op, n.dtype, (s0 if r0 is None else r0, s1 if r1 is None else r1), n.arg)
+        elif src:
+            waiting = False
+            for s in reversed(src):
+                if (m := s._memo) is None or m[0] is not key:
+                    push(s)
+                    waiting = True
+            if waiting:
+                continue
+            new_src = tuple([s if (r := s._memo[1]) is None else r for s in src])
+            x = n if all(map(_is, new_src, src)) else new(UOp, n.op, n.dtype, new_src, n.arg)
+        else:
+            x = n
+        pop()
+        if x is not n and (m := x._memo) is not None and m[0] is key:  # the rebuilt node was met before
+            set_memo(n, (key, x) if m[1] is None else m)
+            continue
+        f = table[x.op]
+        if f is None or (r := f(x, None)) is None:
+            if x is not n:
+                set_memo(x, fixed)
+                set_memo(n, (key, x))
+            else:
+                set_memo(n, fixed)
+            continue
+        if (m := r._memo) is not None and m[0] is key:  # a result known to be final (a rule may mark it so)
+            set_memo(n, (key, r) if m[1] is None else m)
+            continue
+        push((n, r))
+        push(r)
+    done: Any = sink._memo
+    return sink if done[1] is None else done[1]
 
 
 def _top_down(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
@@ -632,3 +699,4 @@ class _Marker:
 
 
 _POST, _LINK = _Marker("POST"), _Marker("LINK")
+_is = operator.is_
