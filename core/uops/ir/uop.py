@@ -53,6 +53,11 @@ def _dtype_token(dtype: DType) -> tuple[DType, int]:
     return entry
 
 
+# the (dtype, token) of the last node built: nodes come in runs of one dtype, and one identity test is cheaper
+# than the id() and dict lookup of _dt_fast. A thread may replace it at any time: any pair read is a valid one.
+_dt_last: tuple[DType, int] = _dtype_token(dtypes.void)
+
+
 def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
     _remove_dead_weakref(_cache, wr.key)  # deletes the entry only if it still holds a dead reference
 
@@ -84,9 +89,13 @@ class UOp(_UOpFields):
     _memo: tuple[object, UOp | None] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        tok = _dt_fast.get(id(dtype))
-        if tok is None or tok[0] is not dtype:
-            tok = _dtype_token(dtype)
+        global _dt_last
+        tok: tuple[DType, int] | None
+        if (tok := _dt_last)[0] is not dtype:
+            tok = _dt_fast.get(id(dtype))
+            if tok is None or tok[0] is not dtype:
+                tok = _dtype_token(dtype)
+            _dt_last = tok
         key = (op, tok[1], src, arg if arg.__class__ is not float or (arg != 0.0 and arg == arg) else _float_key(arg))
         try:
             ref = _cache.get(key)
@@ -133,8 +142,15 @@ class UOp(_UOpFields):
 
     @staticmethod
     def const(dtype: DType, value: ConstType) -> UOp:
-        if value.__class__ is int and (e := _INT_CONST.get(id(dtype))) is not None and e[0] is dtype:
-            if e[2] <= value <= e[3]:  # what truncate returns for an int in range
+        global _int_const_last
+        e: tuple[DType, int, int, int] | None
+        if value.__class__ is int:
+            if (e := _int_const_last)[0] is not dtype and (e := _INT_CONST.get(id(dtype))) is not None:
+                if e[0] is dtype:
+                    _int_const_last = e
+                else:
+                    e = None
+            if e is not None and e[2] <= value <= e[3]:  # what truncate returns for an int in range
                 # the cache lookup of __new__ for this key, without the call: constants are built often
                 ref = _cache.get((_CONST, e[1], (), value))
                 if ref is not None and (hit := ref()) is not None:
@@ -500,6 +516,8 @@ _INT_BOUNDS_ID: dict[int, tuple[DType, tuple[int, int]]] = {id(dt): (dt, b) for 
 _INT_CONST: dict[int, tuple[DType, int, int, int]] = {
     id(dt): (dt, _dtype_token(dt)[1], lo, hi) for dt, (lo, hi) in _INT_BOUNDS.items()
 }
+# the entry of the last integer dtype UOp.const served (see _dt_last)
+_int_const_last = _INT_CONST[id(dtypes.int32)]
 _ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
 _CONST, _DEFINE_VAR = Ops.CONST, Ops.DEFINE_VAR
 _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
