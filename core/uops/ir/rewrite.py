@@ -547,33 +547,33 @@ def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: None) -> UOp:
 def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
     """Bottom-up with every result kept on its node (``remember``): the node's memo is the walk's
     record, so no dict is filled and copied out, and a node whose sources are already final (most
-    of a small expression) is finished on its first visit. Stack entries are nodes, peeked until
-    their sources are done, and (node, result) pairs for a node that waits on its rule's result."""
+    of a small expression) is finished on its first visit; one that is not goes back under its
+    sources. A node whose rule's result still needs the walk waits under ``LINK, result``."""
     fixed = (key, None)  # the memo of a node that is its own result
-    set_memo, new, pair = _set_memo, _new_uop, tuple
+    set_memo, new, LINK = _set_memo, _new_uop, _LINK
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
     while stack:
-        n = stack[-1]
-        if n.__class__ is pair:  # the rule's result is final now: so is the node's
-            pop()
-            n, r = n
+        n = pop()
+        if n is LINK:  # the rule's result is final now: so is the node's
+            r = pop()
             m = r._memo
-            set_memo(n, (key, r) if m[1] is None else m)
+            set_memo(pop(), (key, r) if m[1] is None else m)
             continue
         if (m := n._memo) is not None and m[0] is key:
-            pop()
             continue
         src = n.src
         if len(src) == 2:  # most nodes: the two sources without a loop or a tuple
             s0, s1 = src
             m0, m1 = s0._memo, s1._memo
             if m1 is None or m1[0] is not key:
+                push(n)
                 push(s1)
                 if m0 is None or m0[0] is not key:
                     push(s0)
                 continue
             if m0 is None or m0[0] is not key:
+                push(n)
                 push(s0)
                 continue
             r0, r1 = m0[1], m1[1]
@@ -585,15 +585,16 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
             waiting = False
             for s in reversed(src):
                 if (m := s._memo) is None or m[0] is not key:
+                    if not waiting:
+                        push(n)
+                        waiting = True
                     push(s)
-                    waiting = True
             if waiting:
                 continue
             new_src = tuple([s if (r := s._memo[1]) is None else r for s in src])
             x = n if all(map(_is, new_src, src)) else new(UOp, n.op, n.dtype, new_src, n.arg)
         else:
             x = n
-        pop()
         if x is not n and (m := x._memo) is not None and m[0] is key:  # the rebuilt node was met before
             set_memo(n, (key, x) if m[1] is None else m)
             continue
@@ -608,7 +609,9 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
         if (m := r._memo) is not None and m[0] is key:  # a result known to be final (a rule may mark it so)
             set_memo(n, (key, r) if m[1] is None else m)
             continue
-        push((n, r))
+        push(n)
+        push(r)
+        push(LINK)
         push(r)
     done: Any = sink._memo
     return sink if done[1] is None else done[1]

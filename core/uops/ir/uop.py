@@ -75,9 +75,6 @@ class _UOpFields:
     __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_flat", "_memo", "__weakref__")
 
 
-_new_fields = object.__new__
-
-
 class UOp(_UOpFields):
     __slots__ = ()
     op: Ops
@@ -103,7 +100,7 @@ class UOp(_UOpFields):
             raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
         if ref is not None and (hit := ref()) is not None:
             return hit
-        node: Any = _new_fields(_UOpFields)
+        node: Any = _UOpFields()  # the class call allocates faster than object.__new__(cls)
         node.op = op
         node.dtype = dtype
         node.src = src
