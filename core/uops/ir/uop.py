@@ -64,6 +64,16 @@ def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
 
 ConstType = bool | int | float
 
+# Ops members by module name: reading ``Ops.X`` at run time goes through EnumType's __getattr__ hook
+# (Python 3.11), which costs more than building the node it names
+_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD, _FDIV = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.FDIV
+_NEG, _CMPLT, _CMPNE, _CMPEQ, _AND, _OR, _XOR = Ops.NEG, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR
+_SHL, _SHR, _WHERE, _CAST, _BITCAST = Ops.SHL, Ops.SHR, Ops.WHERE, Ops.CAST, Ops.BITCAST
+_EXP2, _LOG2, _SIN, _SQRT, _RECIPROCAL, _TRUNC = Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC
+_CONST, _VCONST, _DEFINE_VAR, _RANGE, _SINK = Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SINK
+_INDEX, _LOAD, _STORE, _REDUCE, _END, _GEP = Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.END, Ops.GEP
+_COMPARISON = GroupOp.Comparison
+
 
 class _UOpFields:
     """A UOp's storage. A new node is filled in as one of these, with plain attribute stores (UOp's
@@ -154,29 +164,29 @@ class UOp(_UOpFields):
                     return hit
                 return _new_uop(UOp, _CONST, dtype, (), value)
         if dtype.count > 1:
-            return UOp(Ops.VCONST, dtype, (), (truncate(value, dtype.scalar()),) * dtype.count)
+            return _new_uop(UOp, _VCONST, dtype, (), (truncate(value, dtype.scalar()),) * dtype.count)
         return _new_uop(UOp, _CONST, dtype, (), truncate(value, dtype))
 
     @staticmethod
     def vconst(dtype: DType, values: tuple[ConstType, ...]) -> UOp:
         if len(values) != dtype.count:
             raise ValueError(f"VCONST of {dtype} needs {dtype.count} values, got {len(values)}")
-        return UOp(Ops.VCONST, dtype, (), tuple(truncate(v, dtype.scalar()) for v in values))
+        return _new_uop(UOp, _VCONST, dtype, (), tuple(truncate(v, dtype.scalar()) for v in values))
 
     @staticmethod
     def variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.int32) -> UOp:
         if min_val > max_val:
             raise ValueError(f"variable {name!r}: min {min_val} > max {max_val}")
-        return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
+        return _new_uop(UOp, _DEFINE_VAR, dtype, (), (name, min_val, max_val))
 
     @staticmethod
     def range(end: UOp | int, axis: int, kind: AxisType = AxisType.LOOP) -> UOp:
         end_u = end if isinstance(end, UOp) else UOp.const(dtypes.index, end)
-        return UOp(Ops.RANGE, end_u.dtype, (end_u,), (axis, kind))
+        return _new_uop(UOp, _RANGE, end_u.dtype, (end_u,), (axis, kind))
 
     @staticmethod
     def sink(*srcs: UOp, arg: Any = None) -> UOp:
-        return UOp(Ops.SINK, dtypes.void, tuple(srcs), arg)
+        return _new_uop(UOp, _SINK, dtypes.void, srcs, arg)
 
     def const_like(self, value: ConstType) -> UOp:
         return UOp.const(self.dtype, value)
@@ -194,83 +204,83 @@ class UOp(_UOpFields):
             s: tuple[UOp, ...] = (self, x if isinstance(x, UOp) else self._ufix(x))
         else:
             s = (self, *(self._ufix(x) for x in srcs))
-        if op is Ops.WHERE:
+        if op is _WHERE:
             out = s[1].dtype
-        elif op in GroupOp.Comparison:
+        elif op in _COMPARISON:
             out = dtypes.bool.vec(self.dtype.count)
         else:
             out = self.dtype
         return _new_uop(UOp, op, out, s)
 
     def __add__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.ADD, x)
+        return self.alu(_ADD, x)
 
     def __radd__(self, x: ConstType) -> UOp:
-        return self._ufix(x).alu(Ops.ADD, self)
+        return self._ufix(x).alu(_ADD, self)
 
     def __sub__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.SUB, x)
+        return self.alu(_SUB, x)
 
     def __rsub__(self, x: ConstType) -> UOp:
-        return self._ufix(x).alu(Ops.SUB, self)
+        return self._ufix(x).alu(_SUB, self)
 
     def __mul__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.MUL, x)
+        return self.alu(_MUL, x)
 
     def __rmul__(self, x: ConstType) -> UOp:
-        return self._ufix(x).alu(Ops.MUL, self)
+        return self._ufix(x).alu(_MUL, self)
 
     def __floordiv__(self, x: UOp | ConstType) -> UOp:
         """C-style division (truncates toward zero), as in every backend language."""
-        return self.alu(Ops.IDIV, x)
+        return self.alu(_IDIV, x)
 
     def __rfloordiv__(self, x: ConstType) -> UOp:
-        return self._ufix(x).alu(Ops.IDIV, self)
+        return self._ufix(x).alu(_IDIV, self)
 
     def __truediv__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.FDIV, x)
+        return self.alu(_FDIV, x)
 
     def __mod__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.MOD, x)
+        return self.alu(_MOD, x)
 
     def __rmod__(self, x: ConstType) -> UOp:
-        return self._ufix(x).alu(Ops.MOD, self)
+        return self._ufix(x).alu(_MOD, self)
 
     def __neg__(self) -> UOp:
-        return self.alu(Ops.NEG)
+        return self.alu(_NEG)
 
     def __lt__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.CMPLT, x)
+        return self.alu(_CMPLT, x)
 
     def __gt__(self, x: UOp | ConstType) -> UOp:
-        return self._ufix(x).alu(Ops.CMPLT, self)
+        return self._ufix(x).alu(_CMPLT, self)
 
     def __and__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.AND, x)
+        return self.alu(_AND, x)
 
     def __or__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.OR, x)
+        return self.alu(_OR, x)
 
     def __xor__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.XOR, x)
+        return self.alu(_XOR, x)
 
     def __lshift__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.SHL, x)
+        return self.alu(_SHL, x)
 
     def __rshift__(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.SHR, x)
+        return self.alu(_SHR, x)
 
     def ne(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.CMPNE, x)
+        return self.alu(_CMPNE, x)
 
     def eq(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.CMPEQ, x)
+        return self.alu(_CMPEQ, x)
 
     def logical_not(self) -> UOp:
         return self.ne(True)
 
     def maximum(self, x: UOp | ConstType) -> UOp:
-        return self.alu(Ops.MAX, x)
+        return self.alu(_MAX, x)
 
     def minimum(self, x: UOp | ConstType) -> UOp:
         return -((-self).maximum(-self._ufix(x)))
@@ -278,53 +288,53 @@ class UOp(_UOpFields):
     def where(self, a: UOp | ConstType, b: UOp | ConstType) -> UOp:
         a_u = a if isinstance(a, UOp) else (b.const_like(a) if isinstance(b, UOp) else UOp.const(dtypes.float32, a))
         b_u = b if isinstance(b, UOp) else a_u.const_like(b)
-        return UOp(Ops.WHERE, a_u.dtype, (self, a_u, b_u))
+        return _new_uop(UOp, _WHERE, a_u.dtype, (self, a_u, b_u))
 
     def cast(self, dtype: DType) -> UOp:
-        return self if dtype == self.dtype else UOp(Ops.CAST, dtype, (self,))
+        return self if dtype == self.dtype else _new_uop(UOp, _CAST, dtype, (self,))
 
     def bitcast(self, dtype: DType) -> UOp:
         if dtype.nbytes != self.dtype.nbytes:
             raise ValueError(f"bitcast {self.dtype} -> {dtype}: sizes differ ({self.dtype.nbytes} vs {dtype.nbytes})")
-        return UOp(Ops.BITCAST, dtype, (self,))
+        return _new_uop(UOp, _BITCAST, dtype, (self,))
 
     def exp2(self) -> UOp:
-        return self.alu(Ops.EXP2)
+        return self.alu(_EXP2)
 
     def log2(self) -> UOp:
-        return self.alu(Ops.LOG2)
+        return self.alu(_LOG2)
 
     def sin(self) -> UOp:
-        return self.alu(Ops.SIN)
+        return self.alu(_SIN)
 
     def sqrt(self) -> UOp:
-        return self.alu(Ops.SQRT)
+        return self.alu(_SQRT)
 
     def reciprocal(self) -> UOp:
-        return self.alu(Ops.RECIPROCAL)
+        return self.alu(_RECIPROCAL)
 
     def trunc(self) -> UOp:
-        return self.alu(Ops.TRUNC)
+        return self.alu(_TRUNC)
 
     def index(self, idx: UOp, gate: UOp | None = None) -> UOp:
         src = (self, idx) if gate is None else (self, idx, gate)
-        return UOp(Ops.INDEX, self.dtype, src)
+        return _new_uop(UOp, _INDEX, self.dtype, src)
 
     def load(self, alt: UOp | None = None) -> UOp:
         base = self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype
-        return UOp(Ops.LOAD, base, (self,) if alt is None else (self, alt))
+        return _new_uop(UOp, _LOAD, base, (self,) if alt is None else (self, alt))
 
     def store(self, value: UOp) -> UOp:
-        return UOp(Ops.STORE, dtypes.void, (self, value))
+        return _new_uop(UOp, _STORE, dtypes.void, (self, value))
 
     def reduce(self, *ranges: UOp, op: Ops = Ops.ADD) -> UOp:
-        return UOp(Ops.REDUCE, self.dtype, (self, *ranges), op)
+        return _new_uop(UOp, _REDUCE, self.dtype, (self, *ranges), op)
 
     def end(self, *ranges: UOp) -> UOp:
-        return UOp(Ops.END, dtypes.void, (self, *ranges))
+        return _new_uop(UOp, _END, dtypes.void, (self, *ranges))
 
     def gep(self, *lanes: int) -> UOp:
-        return UOp(Ops.GEP, self.dtype.scalar().vec(len(lanes)), (self,), tuple(lanes))
+        return _new_uop(UOp, _GEP, self.dtype.scalar().vec(len(lanes)), (self,), lanes)
 
     # ----- graph walking -----
     def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
@@ -362,11 +372,11 @@ class UOp(_UOpFields):
 
     @property
     def ranges(self) -> list[UOp]:
-        return [u for u in self.toposort() if u.op is Ops.RANGE]
+        return [u for u in self.toposort() if u.op is _RANGE]
 
     @property
     def variables(self) -> list[UOp]:
-        return sorted((u for u in self.toposort() if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0])
+        return sorted((u for u in self.toposort() if u.op is _DEFINE_VAR), key=lambda v: v.arg[0])
 
     # ----- value ranges -----
     @property
@@ -406,7 +416,7 @@ class UOp(_UOpFields):
         return self._vrange  # type: ignore[return-value]
 
     def const_value(self) -> ConstType | None:
-        return self.arg if self.op is Ops.CONST else None
+        return self.arg if self.op is _CONST else None
 
     # ----- printing -----
     def __repr__(self) -> str:
@@ -515,8 +525,6 @@ _INT_CONST: dict[int, tuple[DType, int, int, int]] = {
 }
 # the entry of the last integer dtype UOp.const served (see _dt_last)
 _int_const_last = _INT_CONST[id(dtypes.int32)]
-_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
-_CONST, _DEFINE_VAR = Ops.CONST, Ops.DEFINE_VAR
 _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
 # the general path's op tests read these module names: an Ops member read through the enum class costs far more
 _WHERE, _CAST, _NEG, _CMPLT, _CMPNE, _AND, _OR, _SHL, _SHR = (
