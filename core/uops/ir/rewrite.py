@@ -203,6 +203,7 @@ class _Gen:
         self.lines: list[str] = []
         self.n = 0
         self.root_dtype_id = False  # some check reads ``udt``, the id of the root's dtype
+        self.root_pair = False  # some check reads ``u0, u1``, the root's two sources (set when it has two)
 
     def const(self, obj: Any) -> str:
         self.n += 1
@@ -241,8 +242,7 @@ class _Gen:
             if p.name in names:
                 self.lines.append(f"{pad}if {names[p.name]} is not {v}: {fail}")
             else:
-                names[p.name] = self.tmp()
-                self.lines.append(f"{pad}{names[p.name]} = {v}")
+                names[p.name] = v  # ``v`` keeps this node for the rest of the rule: no copy
         if p.src is None:
             return ind, loop
         if isinstance(p.src, UPat):
@@ -254,7 +254,8 @@ class _Gen:
                 if v == "u" and q.ops is not None and q.dtypes is None and q.arg is _ANY and q.src is None:
                     # an op check on every source of the root: inline for two sources
                     k = self.const(next(iter(q.ops)) if len(q.ops) == 1 else q.ops)
-                    c0, c1 = (f"us[{i}].op {'is' if len(q.ops) == 1 else 'in'} {k}" for i in (0, 1))
+                    c0, c1 = (f"u{i}.op {'is' if len(q.ops) == 1 else 'in'} {k}" for i in (0, 1))
+                    self.root_pair = True
                     self.lines.append(f"{pad}if not (({c0} and {c1}) if ul == 2 else all(map({pred}, us))): {fail}")
                 else:
                     self.lines.append(f"{pad}if not all(map({pred}, {v}.src)): {fail}")
@@ -268,6 +269,10 @@ class _Gen:
             length = f"len({s})"
             self.lines.append(f"{pad}{s} = {v}.src")
         self.lines.append(f"{pad}if {length} {'<' if p.allow_any_len else '!='} {n}: {fail}")
+        # how each source is read: the root's pair from its locals, any other source by index
+        pair = v == "u" and n == 2 and not p.allow_any_len
+        self.root_pair |= pair
+        at = [f"u{j}" if pair else f"{s}[{j}]" for j in range(n)]
         # check the leaf sub-patterns first: they open no loops, so the order matches are found in is kept
         order = [i for i, q in enumerate(items) if q.src is None] + [
             i for i, q in enumerate(items) if q.src is not None
@@ -277,8 +282,11 @@ class _Gen:
                 q = items[i]
                 if _trivial(q):
                     continue
-                vi = self.tmp()
-                self.lines.append(f"{pad}{vi} = {s}[{i}]")
+                if pair:
+                    vi = at[i]
+                else:
+                    vi = self.tmp()
+                    self.lines.append(f"{pad}{vi} = {at[i]}")
                 ind, loop = self.emit(q, vi, names, ind, loop)
                 pad = "    " * ind
             return ind, loop
@@ -288,14 +296,14 @@ class _Gen:
         for q in items:
             if q.ops is not None:
                 k, test = (self.const(next(iter(q.ops))), "is") if len(q.ops) == 1 else (self.const(q.ops), "in")
-                self.lines.append(f"{pad}if not ({' or '.join(f'{s}[{j}].op {test} {k}' for j in range(n))}): {fail}")
-        if n == 2:  # no tuple building for the common binary case
+                self.lines.append(f"{pad}if not ({' or '.join(f'{at[j]}.op {test} {k}' for j in range(n))}): {fail}")
+        if n == 2 and not pair:  # no tuple building for a binary source list read by index
             k = self.tmp()
             self.lines.append(f"{pad}for {k} in (0, 1):")
             self.lines.append(f"{pad}    {vs[0]} = {s}[{k}]")
             self.lines.append(f"{pad}    {vs[1]} = {s}[1 - {k}]")
         else:
-            alts = ", ".join("(" + ", ".join(f"{s}[{j}]" for j in perm) + ",)" for perm in p._perms)
+            alts = ", ".join("(" + ", ".join(at[j] for j in perm) + ",)" for perm in p._perms)
             self.lines.append(f"{pad}for {', '.join(vs)}, in ({alts}):")
         ind += 1
         for i in order:
@@ -357,23 +365,28 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
         mark = len(g.lines)
         g.lines.append("while True:")
         names: dict[str, str] = {}
+        had_dtype_id = g.root_dtype_id
         try:
             ind, _ = g.emit(pat, "u", names, 1, False, skip_op=True)
             call = f"{f}({_call_args(fn, names, wants_ctx)})"
         except _Fallback:
             del g.lines[mark + 1 :]
+            g.root_dtype_id = had_dtype_id
             ind, call = 1, f"_interp({pk}, {f}, {wants_ctx}, u, ctx)"
+        if g.root_dtype_id and not had_dtype_id:
+            # taken at the top of the first rule that reads it: every later rule is reached through here
+            g.lines.insert(mark + 1, "    udt = id(u.dtype)")
         pad = "    " * ind
         g.lines += [
             f"{pad}r = {call}",
             f"{pad}if r is not None and r is not u:",
-            f"{pad}    if not isinstance(r, _UOp): _bad({f}, {pk}, r)",
+            f"{pad}    if r.__class__ is not _UOp and not isinstance(r, _UOp): _bad({f}, {pk}, r)",
             f"{pad}    return r",
             "    break",
         ]
     head = "def match(u, ctx):\n    us = u.src\n    ul = len(us)\n"
-    if g.root_dtype_id:
-        head += "    udt = id(u.dtype)\n"
+    if g.root_pair:
+        head += "    if ul == 2: u0, u1 = us\n"
     src = head + "\n".join("    " + ln for ln in g.lines) + "\n    return None\n"
     if _DEBUG_SOURCE:
         print(src)
