@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import random
 import weakref
 from typing import Any
 
@@ -304,6 +305,65 @@ def test_remembered_results_do_not_keep_their_nodes_alive() -> None:
     ref = weakref.ref(e)
     del e
     assert ref() is None  # freed by its reference count: the memo made no cycle
+
+
+def _random_index_graph(rng: random.Random, n_nodes: int) -> UOp:
+    """A DAG of integer index math over two variables: unary, binary and three-source (WHERE) nodes,
+    shared subexpressions and constants, the shapes simplify meets."""
+    a, b = UOp.variable("a_walk", 0, 12), UOp.variable("b_walk", -3, 5)
+    nodes = [a, b, c(0), c(1), c(3)]
+    for _ in range(n_nodes):
+        p, q = rng.choice(nodes[-8:]), rng.choice(nodes)
+        kind = rng.randrange(8)
+        if kind == 0:
+            nodes.append((p < q).where(p, q + 1))
+        elif kind == 1:
+            nodes.append(-p)
+        elif kind == 2:
+            nodes.append(p // rng.choice([1, 2, 4]))
+        elif kind == 3:
+            nodes.append(p % rng.choice([1, 3, 4]))
+        elif kind == 4:
+            nodes.append(p * rng.choice([0, 1, 2, -1]))
+        elif kind == 5:
+            nodes.append(p - q)
+        else:
+            nodes.append(p + q)
+    return UOp.sink(*nodes[-4:])
+
+
+def test_remembering_walk_gives_the_plain_walks_results() -> None:
+    # the remembering walk keeps results on the nodes and drops replaced drafts: the plain walk keeps a dict
+    from uops.ir.symbolic import symbolic
+
+    rng = random.Random(7)
+    for _ in range(40):
+        g = _random_index_graph(rng, rng.randrange(3, 30))
+        kept = graph_rewrite(g, PatternMatcher(symbolic.rules), bottom_up=True, remember=True)
+        plain = graph_rewrite(g, symbolic, bottom_up=True)  # built after: the same nodes only if kept's are entered
+        assert kept is plain
+        assert graph_rewrite(g, symbolic, bottom_up=True, remember=True) is plain
+
+
+def test_remembering_walk_enters_a_draft_a_rule_kept() -> None:
+    # (x*1) + y is rebuilt as x + y, a draft until a rule keeps it; this (stateful, so misused) rule replaces it
+    # but holds on to it: the held node must still be the one every construction of x + y returns
+    held: list[UOp] = []
+
+    def keep_and_replace(n: UOp) -> UOp | None:
+        if n.src[0] is x:
+            held.append(n)
+            return c(7)
+        return None
+
+    pm = PatternMatcher(
+        [
+            (UPat(Ops.MUL, src=(UPat.var("v"), UPat.const(dtypes.int32, 1))), lambda v: v),
+            (UPat(Ops.ADD, name="n"), keep_and_replace),
+        ]
+    )
+    assert graph_rewrite((x * 1) + y, pm, bottom_up=True, remember=True) is c(7)
+    assert held and held[0] is x + y
 
 
 def test_deep_chain_without_recursion_error() -> None:
