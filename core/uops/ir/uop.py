@@ -572,22 +572,11 @@ _INT_CONST: dict[int, tuple[DType, int, int, int]] = {
 # the entry of the last integer dtype UOp.const served (see _dt_last)
 _int_const_last = _INT_CONST[id(dtypes.int32)]
 _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
-# the general path's op tests read these module names: an Ops member read through the enum class costs far more
-_WHERE, _CAST, _NEG, _CMPLT, _CMPNE, _AND, _OR, _SHL, _SHR = (
-    Ops.WHERE,
-    Ops.CAST,
-    Ops.NEG,
-    Ops.CMPLT,
-    Ops.CMPNE,
-    Ops.AND,
-    Ops.OR,
-    Ops.SHL,
-    Ops.SHR,
-)
+# the general path's op tests read module names (the Ops aliases above and these sets)
 _RANGE_LIKE = frozenset({Ops.RANGE, Ops.SPECIAL})
 _FLOAT_RANGED = frozenset({_ADD, _MUL, _NEG, _MAX, _SUB})
 _RING = frozenset({_ADD, _SUB, _MUL, _MAX})
-_COMPARISON, _ALU = GroupOp.Comparison, GroupOp.ALU
+_ALU = GroupOp.ALU
 
 
 def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
