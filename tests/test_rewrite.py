@@ -333,7 +333,7 @@ def _random_index_graph(rng: random.Random, n_nodes: int) -> UOp:
 
 
 def test_remembering_walk_gives_the_plain_walks_results() -> None:
-    # the remembering walk keeps results on the nodes and drops replaced drafts: the plain walk keeps a dict
+    # the remembering walk keeps results on the nodes; the plain walk keeps a dict
     from uops.ir.symbolic import symbolic
 
     rng = random.Random(7)
@@ -345,9 +345,9 @@ def test_remembering_walk_gives_the_plain_walks_results() -> None:
         assert graph_rewrite(g, symbolic, bottom_up=True, remember=True) is plain
 
 
-def test_remembering_walk_enters_a_draft_a_rule_kept() -> None:
-    # (x*1) + y is rebuilt as x + y, a draft until a rule keeps it; this (stateful, so misused) rule replaces it
-    # but holds on to it: the held node must still be the one every construction of x + y returns
+def test_remembering_walk_node_a_rule_kept_is_the_cached_one() -> None:
+    # (x*1) + y is rebuilt as x + y; this (stateful, so misused) rule replaces it but holds on to it:
+    # the held node must still be the one every construction of x + y returns (never a node left out of the cache)
     held: list[UOp] = []
 
     def keep_and_replace(n: UOp) -> UOp | None:

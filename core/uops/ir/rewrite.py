@@ -12,14 +12,13 @@ import inspect
 import itertools
 import keyword
 import operator
-import sys
 import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
-from uops.ir.uop import UOp, _draft, _enter, _new_uop, _set_memo
+from uops.ir.uop import UOp, _new_uop, _set_memo
 
 _ANY = object()
 
@@ -562,14 +561,9 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
     """Bottom-up with every result kept on its node (``remember``): the node's memo is the walk's
     record, so no dict is filled and copied out, and a node whose sources are already final (most
     of a small expression) is finished on its first visit; one that is not goes back under its
-    sources. A node whose rule's result still needs the walk waits under ``LINK, result``.
-
-    A node rebuilt on new sources is a draft (``_draft``) until no rule replaces it: one they replace
-    is dropped without ever entering the cache (no weak reference made and cleared). The rules keep no
-    state, so nothing else holds it; if one did anyway (its reference count shows it), it is entered then,
-    and an equal node entered meanwhile is an error rather than a second copy."""
+    sources. A node whose rule's result still needs the walk waits under ``LINK, result``."""
     fixed = (key, None)  # the memo of a node that is its own result
-    set_memo, draft, enter, refs, LINK = _set_memo, _draft, _enter, sys.getrefcount, _LINK
+    set_memo, new, LINK = _set_memo, _new_uop, _LINK
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
     while stack:
@@ -582,7 +576,6 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
         if (m := n._memo) is not None and m[0] is key:
             continue
         src = n.src
-        dkey = None
         if len(src) == 2:  # most nodes: the two sources without a loop or a tuple
             s0, s1 = src
             m0, m1 = s0._memo, s1._memo
@@ -600,7 +593,7 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
             if r0 is None and r1 is None:
                 x = n
             else:
-                x, dkey = draft(n.op, n.dtype, (s0 if r0 is None else r0, s1 if r1 is None else r1), n.arg)
+                x = new(UOp, n.op, n.dtype, (s0 if r0 is None else r0, s1 if r1 is None else r1), n.arg)
         elif src:
             waiting = False
             for s in reversed(src):
@@ -612,32 +605,20 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
             if waiting:
                 continue
             new_src = tuple([s if (r := s._memo[1]) is None else r for s in src])
-            if all(map(_is, new_src, src)):
-                x = n
-            else:
-                x, dkey = draft(n.op, n.dtype, new_src, n.arg)
+            x = n if all(map(_is, new_src, src)) else new(UOp, n.op, n.dtype, new_src, n.arg)
         else:
             x = n
-        if dkey is None and x is not n and (m := x._memo) is not None and m[0] is key:  # met before
+        if x is not n and (m := x._memo) is not None and m[0] is key:  # the rebuilt node was met before
             set_memo(n, (key, x) if m[1] is None else m)
             continue
         f = table[x.op]
         if f is None or (r := f(x, None)) is None:
-            if dkey is not None:
-                x = enter(x, dkey)
-                if (m := x._memo) is not None and m[0] is key:  # an equal node entered while the rules ran
-                    set_memo(n, (key, x) if m[1] is None else m)
-                    continue
             if x is not n:
                 set_memo(x, fixed)
                 set_memo(n, (key, x))
             else:
                 set_memo(n, fixed)
             continue
-        if dkey is not None and refs(x) > 2 and enter(x, dkey) is not x:  # a rule kept the draft
-            raise RuntimeError(
-                f"a rule of a remembering graph_rewrite kept a reference to {x!r}: its rules must keep no state"
-            )
         if (m := r._memo) is not None and m[0] is key:  # a result known to be final (a rule may mark it so)
             set_memo(n, (key, r) if m[1] is None else m)
             continue

@@ -96,8 +96,6 @@ class UOp(_UOpFields):
     _memo: tuple[object, UOp | None] | None
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        # _draft and _enter (below) are these steps split in two for a walk that may drop the node in
-        # between; written out here because this is the constructor of every node. Change them together.
         global _dt_last
         tok: tuple[DType, int] | None
         if (tok := _dt_last)[0] is not dtype:
@@ -444,50 +442,6 @@ class UOp(_UOpFields):
 
 # UOp's constructor without the class call around it, for the places that build many nodes
 _new_uop = UOp.__new__
-
-
-def _draft(op: Ops, dtype: DType, src: tuple[UOp, ...], arg: Any) -> tuple[UOp, tuple | None]:
-    """The node (op, dtype, src, arg) and None when it exists; else a new one with its cache key, not
-    entered yet: a walk offers it to its rules and enters it (``_enter``) only if it is kept, so a node
-    that a rule replaces at once costs no weak reference and no cache entry. The first steps of UOp()."""
-    global _dt_last
-    tok: tuple[DType, int] | None
-    if (tok := _dt_last)[0] is not dtype:
-        tok = _dt_fast.get(id(dtype))
-        if tok is None or tok[0] is not dtype:
-            tok = _dtype_token(dtype)
-        _dt_last = tok
-    key = (op, tok[1], src, arg if arg.__class__ is not float or (arg != 0.0 and arg == arg) else _float_key(arg))
-    try:
-        ref = _cache.get(key)
-    except TypeError:
-        raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
-    if ref is not None and (hit := ref()) is not None:
-        return hit, None
-    node: Any = _UOpFields()
-    node.op = op
-    node.dtype = dtype
-    node.src = src
-    node.arg = arg
-    node._vrange = None
-    node._flat = None
-    node._memo = None
-    node.__class__ = UOp
-    return node, key
-
-
-def _enter(node: UOp, key: tuple) -> UOp:
-    """Enter a draft in the cache: the draft itself, or the equal node another caller entered first.
-    The last steps of UOp()."""
-    ref = _Ref(node, _remove_dead)
-    ref.key = key
-    while (cur := _setdefault(key, ref)) is not ref:
-        if (hit := cur()) is not None:
-            return hit
-        _remove_dead_weakref(_cache, key)
-    return node
-
-
 # the lazily known facts of a node are set through its slots (UOp.__setattr__ refuses plain stores)
 _set_vrange: Callable[[UOp, Any], None] = _UOpFields.__dict__["_vrange"].__set__
 _set_flat: Callable[[UOp, Any], None] = _UOpFields.__dict__["_flat"].__set__
