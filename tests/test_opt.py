@@ -140,14 +140,14 @@ def test_pack_refuses_copies_that_do_not_fit_or_are_not_reused() -> None:
 
 def test_a_packed_panel_is_one_copy_per_column_tile_read_by_vector_loads() -> None:
     """On CPU the copy runs between the column loop and the row loop (so every row tile reads one panel) and the
-    panel, aligned, is read with 8-wide vector loads."""
+    panel is read with 8-wide vector loads."""
     ren, comp = Device["CPU"].renderer, Device["CPU"].compiler
     spec = get_program(matmul(64, 64, 64)[0], ren, comp, [Opt(U, 0, 4), Opt(U, 1, 16), Opt(S, 0, 1), Opt(P, 1, 0)])
     src = spec.src
     assert "float smem0[1024] __attribute__((aligned(32)));" in src, src
     col_loop, copy_at, row_loop = src.index("for (int ridx0 "), src.index("*(smem0+"), src.index("for (int ridx1 ")
     assert col_loop < copy_at < row_loop, src
-    assert "float8 val" in src and "*((float8*)(smem0+" in src, src
+    assert "float8 val" in src and "*((float8u*)(smem0+" in src, src
 
 
 def test_inner_loops_are_bounded_and_flat() -> None:

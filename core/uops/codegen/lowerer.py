@@ -487,14 +487,17 @@ def _vector_key(idx: UOp, dt: Any, ren: Renderer) -> tuple[Any, ...] | None:
     return (idx.src[0], idx.src[2] if len(idx.src) == 3 else None, base, dt)
 
 
-def _vector_runs(offsets: list[int], base: UOp | None, widths: tuple[int, ...]) -> list[tuple[int, int]]:
-    """(first offset, width) of each aligned run of consecutive offsets, widest first, greedily."""
+def _vector_runs(
+    offsets: list[int], base: UOp | None, widths: tuple[int, ...], aligned: bool = True
+) -> list[tuple[int, int]]:
+    """(first offset, width) of each run of consecutive offsets (aligned ones unless ``aligned`` is False),
+    widest first, greedily."""
     have, runs = set(offsets), []
     for c in sorted(have):
         if c not in have:
             continue
         for w in widths:
-            if c % w == 0 and multiple_of(base, w) and all(c + k in have for k in range(w)):
+            if (not aligned or (c % w == 0 and multiple_of(base, w))) and all(c + k in have for k in range(w)):
                 runs.append((c, w))
                 have -= {c + k for k in range(w)}
                 break
@@ -511,7 +514,8 @@ def vectorize_memory(sink: UOp, ren: Renderer) -> UOp:
     """Global loads (and stores beside each other in one block) of ``width`` consecutive elements, the first at
     an index provably a multiple of ``width``, become one access of ``dtype.vec(width)``: a vector LOAD read
     lane by lane through GEP, a STORE of a VECTORIZE. Lanes with different gates (a masked tail) or an address
-    not provably aligned stay scalar, so every vector access is aligned and reads only what the lanes read."""
+    not provably aligned stay scalar, so every vector access is aligned and reads only what the lanes read; on a
+    renderer with ``unaligned_vectors`` any run of consecutive lanes is one access."""
     widths = tuple(w for w in ren.vector_widths if w > 1)
     if not widths:
         return sink
@@ -521,7 +525,8 @@ def vectorize_memory(sink: UOp, ren: Renderer) -> UOp:
             load_groups.setdefault(key, {}).setdefault(_base_offset(u.src[0].src[1])[1], u)
     mapping: dict[UOp, UOp] = {}
     for (_, _, base, dt), by_off in load_groups.items():
-        for first, w in _vector_runs(list(by_off), base, tuple(x for x in widths if ren.vector_ok(dt.vec(x)))):
+        ok = tuple(x for x in widths if ren.vector_ok(dt.vec(x)))
+        for first, w in _vector_runs(list(by_off), base, ok, not ren.unaligned_vectors):
             lanes = [by_off[first + k] for k in range(w)]
             src: tuple[UOp, ...] = (_vector_index(lanes[0].src[0], base, first),)
             if len(lanes[0].src) == 2:
@@ -550,7 +555,8 @@ def _vectorize_stores(block: UOp, ren: Renderer, widths: tuple[int, ...], shared
             groups.setdefault(key, {}).setdefault(_base_offset(s.src[0].src[1])[1], s)
     replaced: dict[UOp, UOp | None] = {}
     for (_, _, base, dt), by_off in groups.items():
-        for first, w in _vector_runs(list(by_off), base, tuple(x for x in widths if ren.vector_ok(dt.vec(x)))):
+        ok = tuple(x for x in widths if ren.vector_ok(dt.vec(x)))
+        for first, w in _vector_runs(list(by_off), base, ok, not ren.unaligned_vectors):
             lanes = [by_off[first + k] for k in range(w)]
             val = UOp(Ops.VECTORIZE, dt.vec(w), tuple(st.src[1] for st in lanes))
             replaced[lanes[0]] = UOp(Ops.STORE, dtypes.void, (_vector_index(lanes[0].src[0], base, first), val))

@@ -145,8 +145,16 @@ def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool) -> UOp:
     new_id = 1 + max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE)
     outer = UOp.range(n_outer, r.arg[0], r.arg[1])
     part = UOp.range(amount, new_id, kind)
+    if size % amount and kind is AxisType.UPCAST and r.arg[1] is AxisType.GLOBAL and not _reads_output(ast):
+        # the last tile overlaps the one before it: every lane is in range, so nothing is gated and a row of the
+        # tile stays one vector; overlapped outputs are computed twice, the same value each time
+        start = (outer * amount < size - amount).where(outer * amount, size - amount)
+        return ast.substitute({r: start + part})
     expr = part * n_outer + outer if top else outer * amount + part
     valid = expr < size if size % amount else None
+    # an output axis feeds only the stores along it: past its end a load may read any element (the last one),
+    # and only the store is gated, so a tile's loads stay unconditional in the loops inside it
+    clamped = valid.where(expr, size - 1) if valid is not None and r.arg[1] is AxisType.GLOBAL else None
     memo: dict[UOp, UOp] = {r: expr}
     dep: set[UOp] = {r}
     for u in ast.toposort():
@@ -162,11 +170,25 @@ def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool) -> UOp:
             rngs = tuple(x for x in u.src[1:] if x is not r) + (outer, part)
             memo[u] = UOp(Ops.REDUCE, u.dtype, (val, *rngs), u.arg)
             continue
+        if clamped is not None and u.op is Ops.LOAD and depends:
+            memo[u] = u.substitute({r: clamped})
+            continue
         new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
         if valid is not None and u.op in (Ops.LOAD, Ops.STORE) and u.src[0] in dep:
             new = _gate(new, valid)
         memo[u] = new
     return memo[ast]
+
+
+def _reads_output(ast: UOp) -> bool:
+    """Whether the kernel loads a buffer it stores to (computing an output twice would read the first result)."""
+    written = {st.src[0].src[0] for st in ast.toposort() if st.op is Ops.STORE}
+    return any(u.op is Ops.LOAD and u.src[0].src[0] in written for u in ast.toposort())
+
+
+def _overlapping(ast: UOp) -> bool:
+    """Whether some store's index selects (an overlapped UPCAST tile writes some outputs twice)."""
+    return any(x.op is Ops.WHERE for st in ast.toposort() if st.op is Ops.STORE for x in st.src[0].toposort())
 
 
 def _gate(u: UOp, valid: UOp) -> UOp:
@@ -256,9 +278,10 @@ def block_reduce(ast: UOp, r: UOp, opt: Opt) -> UOp:
         raise OptError(f"{opt}: BLOCK needs every store to write a sum over the axis directly")
     if any(u.op is Ops.REDUCE and r not in u.src[1:] for st in stores for u in st.src[1].src[0].toposort()):
         raise OptError(f"{opt}: BLOCK needs a flat sum (no reduction inside it)")
-    written = {st.src[0].src[0] for st in stores}
-    if any(u.op is Ops.LOAD and u.src[0].src[0] in written for u in ast.toposort()):
+    if _reads_output(ast):
         raise OptError(f"{opt}: the kernel reads a buffer it writes; BLOCK's partial sums would change its input")
+    if _overlapping(ast):
+        raise OptError(f"{opt}: an overlapped UPCAST tail writes some outputs twice; BLOCK would add their sums twice")
     if r.src[0].op is Ops.CONST and opt.amount >= int(r.src[0].arg):
         raise OptError(f"{opt}: a block of {opt.amount} leaves one block of axis {r.arg[0]}; use a smaller amount")
     split = split_axis(ast, r, opt.amount, AxisType.REDUCE, top=False)

@@ -46,6 +46,9 @@ class Renderer(ABC):
     vector_max_bytes: int = 16  # the widest vector access, in bytes
     # local arrays start at a vector_max_bytes boundary, so aligned runs of local loads may be vector accesses too
     aligned_locals: bool = False
+    # vector accesses may start at any element (the vector pointer type is element-aligned): the rows of an
+    # odd-sized matrix are then stored whole, not split into scalar and shorter runs at each row's misalignment
+    unaligned_vectors: bool = False
 
     def vector_ok(self, dt: DType) -> bool:
         """Whether a global load or store of vector type ``dt`` is rendered as one access."""

@@ -10,7 +10,7 @@ wrong results.
 from __future__ import annotations
 
 from uops.compiler import positive_int_from_env, usable_cores
-from uops.dtypes import DType, dtypes
+from uops.dtypes import DType, PtrDType, dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer.cstyle import CStyleRenderer
@@ -61,6 +61,7 @@ class ClangRenderer(CStyleRenderer):
     vector_widths = (8, 4)
     vector_max_bytes = 32  # one AVX register
     aligned_locals = True  # a PACK buffer is read with vector loads
+    unaligned_vectors = True  # x86 vector moves take any address at the aligned speed
     code_for_op = {**CStyleRenderer.code_for_op, Ops.EXP2: _exp2}
 
     @property
@@ -74,6 +75,18 @@ class ClangRenderer(CStyleRenderer):
 
     def render_vector_type(self, dt: DType) -> str:
         return f"{dt.scalar().name}{dt.count}"  # declared by vector_typedefs as clang ext_vector_type
+
+    def render_vector_pointer(self, dt: DType) -> str:
+        return f"{self.render_vector_type(dt)}u*"  # element-aligned: see unaligned_vectors
+
+    def vector_typedefs(self, uops: list[UOp]) -> list[str]:
+        vectors = {d for u in uops for d in (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype,) if d.count > 1}
+        unaligned = [
+            f"typedef {self.render_dtype(d.scalar())} {self.render_vector_type(d)}u "
+            f"__attribute__((ext_vector_type({d.count}), aligned({d.scalar().itemsize})));"
+            for d in sorted(vectors, key=lambda d: (d.scalar().name, d.count))
+        ]
+        return super().vector_typedefs(uops) + unaligned
 
     def render_special(self, u: UOp) -> str:
         if u.arg != "gidx0":
