@@ -1,9 +1,9 @@
 """Front-end op benchmarks: uops vs numpy vs tinygrad (when importable), side by side, in one run.
 
 Cases: elementwise chains (``((a+b)*c).exp()``, GELU of ``x*y+x``), sums (16M, either axis of
-2048^2), softmax and layernorm over rows, matmul 1024^3, batched matmul, matvec and a conv-like
-strided reduction (2x2 sum-pooling). Each time is the best of ``--runs`` after one warm-up
-(compiling is not timed; building the lazy graph, scheduling and launching are). Inputs are
+2048^2), softmax and layernorm over rows, matmul 1024^3 and 1023x1025x1031 (sizes no tile divides),
+batched matmul, matvec and a conv-like strided reduction (2x2 sum-pooling). Each time is the best of
+``--runs`` after one warm-up (compiling is not timed; building the lazy graph, scheduling and launching are). Inputs are
 already on the device. GFLOP/s and GB/s are the case's useful work (flops of the math, bytes of
 inputs and output once) over uops' time. ``--beam N`` adds a column with BEAM-searched kernels.
 The last line is the geometric mean of tinygrad's time over uops' (above 1: uops is faster).
@@ -74,6 +74,7 @@ def cases(small: bool) -> list[Case]:
     n = 16 * 1024 if small else 16 * 1024 * 1024
     s = 64 if small else 2048
     m = 64 if small else 1024
+    om, ok, on = (63, 65, 67) if small else (1023, 1025, 1031)  # sizes no tile divides
     b, bm = (4, 32) if small else (16, 256)
     v = 128 if small else 4096
     return [
@@ -87,6 +88,8 @@ def cases(small: bool) -> list[Case]:
         Case(f"softmax rows [{s}^2]", [(s, s)], _softmax_np, lambda x: x.softmax(axis=1), 5 * s * s, s * s),
         Case(f"layernorm rows [{s}^2]", [(s, s)], _layernorm_np, _layernorm, 7 * s * s, s * s),
         Case(f"matmul [{m}^3]", [(m, m), (m, m)], lambda x, y: x @ y, lambda x, y: x @ y, 2 * m**3, m * m),
+        Case(f"matmul [{om}x{ok}x{on}]", [(om, ok), (ok, on)], lambda x, y: x @ y, lambda x, y: x @ y,
+             2 * om * ok * on, om * on),
         Case(f"batched matmul [{b}x{bm}^3]", [(b, bm, bm), (b, bm, bm)], lambda x, y: x @ y, lambda x, y: x @ y,
              2 * b * bm**3, b * bm * bm),
         Case(f"matvec [{v}^2 @ {v}]", [(v, v), (v,)], lambda x, y: x @ y, lambda x, y: x @ y, 2 * v * v, v),

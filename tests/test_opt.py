@@ -15,7 +15,7 @@ from test_fuzz import Program, check, fuzz_settings, programs
 
 from uops import AxisType, UOp, dtypes
 from uops.codegen.heuristics import hand_coded_opts
-from uops.codegen.opt import Opt, OptError, OptOps, apply_opts
+from uops.codegen.opt import Opt, OptError, OptOps, apply_opt, apply_opts
 from uops.codegen.program import get_program
 from uops.compiler.cache import LRU
 from uops.plugins import Device
@@ -52,9 +52,11 @@ def test_heuristics_produce_register_tiles_and_threads() -> None:
     mid_k = hand_coded_opts(matmul(64, 64, 512)[0], cpu)
     # column tiles outermost, after the rows are split across cores, each strip of B packed into one panel
     assert mid_k[-2:] == [Opt(S, 0, 1), Opt(P, 1, 0)], mid_k
-    long_k = hand_coded_opts(matmul(64, 64, 2048)[0], cpu)
-    assert long_k[-3:] == [Opt(B, 0, 1024), Opt(S, 0, 1), Opt(P, 1, 0)], long_k  # blocks where a strip would not fit
-    for k, opts in ((512, mid_k), (2048, long_k)):
+    long_k = hand_coded_opts(matmul(64, 64, 4096)[0], cpu)
+    assert long_k[-3:] == [Opt(B, 0, 2048), Opt(S, 0, 1), Opt(P, 1, 0)], long_k  # blocks where a strip would not fit
+    odd_k = hand_coded_opts(matmul(64, 64, 4095)[0], cpu)
+    assert odd_k[-3:] == [Opt(B, 0, 1365), Opt(S, 0, 1), Opt(P, 1, 0)], odd_k  # blocks that divide: none masked
+    for k, opts in ((512, mid_k), (4096, long_k), (4095, odd_k)):
         got, want = run_ast("CPU", *matmul(64, 64, k), opts)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     gpu_opts = hand_coded_opts(ast, cuda)
@@ -121,8 +123,8 @@ def test_block_needs_a_plain_sum_stored_directly() -> None:
 
 def test_pack_refuses_copies_that_do_not_fit_or_are_not_reused() -> None:
     cpu = Device["CPU"].renderer
-    with pytest.raises(OptError, match="exceeds CPU's 65536 bytes"):
-        apply_opts(matmul(8, 64, 2048)[0], [Opt(U, 1, 16), Opt(S, 0, 1), Opt(P, 1, 0)], cpu)
+    with pytest.raises(OptError, match="exceeds CPU's 131072 bytes"):
+        apply_opts(matmul(8, 64, 4096)[0], [Opt(U, 1, 16), Opt(S, 0, 1), Opt(P, 1, 0)], cpu)
     out, x = bufs(2)
     i, r = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(64, 1, AxisType.REDUCE)
     row_sums = UOp.sink(out.index(i).store(x.index(i * 64 + r).load().reduce(r)))
@@ -264,3 +266,33 @@ def test_threaded_sums_on_odd_sizes(monkeypatch: pytest.MonkeyPatch, shape: tupl
         if x.size > 1 << 18 and n != "1":
             assert any(o.op is T for o in opts), opts
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-3, err_msg=f"{n} threads, {opts}")
+
+
+@pytest.mark.parametrize("m,n,k", [(1023, 1031, 1025), (1009, 1009, 1009), (257, 257, 257), (1000, 1000, 1000)])
+def test_odd_sized_matmuls_get_a_register_tile(m: int, n: int, k: int) -> None:
+    """Sizes without a divisor of the tile still get the 4x16 tile on CPU (masked, the last tile overlapping the
+    one before it) and packed panels from a reduction of 512; a GPU-style renderer upcasts and takes a workgroup."""
+    ast = matmul(m, n, k)[0]
+    opts = hand_coded_opts(ast, Device["CPU"].renderer)
+    assert opts[:2] == [Opt(U, 0, 4), Opt(U, 1, 16)], opts
+    assert any(o.op is P for o in opts) == (k >= 512), opts
+    gpu = hand_coded_opts(ast, Device["CUDA"].renderer)
+    assert any(o.op is U for o in gpu) and any(o.op is L for o in gpu), gpu
+
+
+def test_an_overlapped_tile_gates_nothing_in_its_loops() -> None:
+    """1009^3 with the 1024^3 opts: no load or store is gated (a masked tile once cost 8x), the row stores are
+    whole vectors at odd addresses, and the result is numpy's; with BLOCK the tail is masked and gated instead."""
+    ast, ref, shapes = matmul(37, 41, 29)
+    opts = [Opt(U, 0, 4), Opt(U, 1, 16), Opt(T, 0, 2), Opt(S, 0, 1), Opt(P, 1, 0)]
+    src = get_program(ast, Device["CPU"].renderer, Device["CPU"].compiler, opts).src
+    assert " ? " not in src.replace("?alu", "") and "if (" not in src, src
+    assert "*((float8u*)(data0+" in src, src
+    blocked = [Opt(U, 0, 4), Opt(U, 1, 16), Opt(B, 0, 10), Opt(S, 0, 1), Opt(P, 1, 0)]
+    for device in ("CPU", "PYTHON", "CUDA_EMU"):
+        for o in (opts if device == "CPU" else [x for x in opts if x.op is not T], blocked):
+            got, want = run_ast(device, ast, ref, shapes, o)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{device} {o}")
+    with pytest.raises(OptError, match="writes some outputs twice"):
+        tiled = apply_opt(ast, Opt(U, 1, 16), Device["CPU"].renderer, overlap=True)
+        apply_opt(tiled, Opt(B, 0, 10), Device["CPU"].renderer)

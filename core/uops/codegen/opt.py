@@ -4,8 +4,11 @@ An opt splits one axis in two: ``r -> outer * amount + part`` (``part`` inner) o
 GROUPTOP, ``r -> part * ceil(N / amount) + outer`` (``part`` outer, so each thread owns one
 contiguous chunk). The outer piece keeps the axis id and kind, so axis numbers stay stable as opts
 compose; ``part`` gets a fresh id and the opt's kind. When ``amount`` does not divide the size the
-split is masked: reads and writes that depend on the axis are gated by ``r < N`` and reduced
-values outside it contribute the identity, so odd sizes are never wrong.
+split is masked, so odd sizes are never wrong: along a reduce axis, reads are gated by ``r < N`` and values
+outside it contribute the identity; along an output axis only the stores are gated and the reads are clamped
+to the last element (nothing is gated inside the tile's loops), and a masked UPCAST of an output axis in
+``apply_opts`` overlaps its last tile with the one before it (nothing gated at all) unless the kernel is BLOCKed
+or reads a buffer it writes.
 
 After the splits, ``expand`` removes the register axes: an UPCAST axis becomes one STORE per lane,
 an UNROLL axis becomes one partial reduction per lane (separate accumulators, combined after the
@@ -94,7 +97,7 @@ MAX_LANES = 256
 #: the most accumulators an INNER loop may keep (all reductions and lanes together): 32 KiB of float32
 MAX_INNER_ACCS = 8192
 #: the largest PACK buffer on a renderer that declares no local memory (a CPU kernel's stack array)
-MAX_PACK_BYTES = 64 * 1024
+MAX_PACK_BYTES = 128 * 1024
 #: workgroup limits for GPU-style renderers that declare none (the PYTHON interpreter)
 _DEFAULT_LOCAL_MAX = (1024, 1024, 64)
 _DEFAULT_LOCAL_THREADS = 1024
@@ -132,8 +135,9 @@ def _lanes(ast: UOp, kinds: tuple[AxisType, ...]) -> int:
     return n
 
 
-def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool) -> UOp:
-    """Split range ``r`` into an outer part (same id and kind) and a part of ``amount`` of ``kind``."""
+def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool, overlap: bool = False) -> UOp:
+    """Split range ``r`` into an outer part (same id and kind) and a part of ``amount`` of ``kind``; with
+    ``overlap``, a masked UPCAST of an output axis overlaps its last tile instead (see below)."""
     if r.src[0].op is not Ops.CONST:
         raise OptError(f"axis {r.arg[0]} has a symbolic size; opts need a constant size")
     size = int(r.src[0].arg)
@@ -145,7 +149,7 @@ def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool) -> UOp:
     new_id = 1 + max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE)
     outer = UOp.range(n_outer, r.arg[0], r.arg[1])
     part = UOp.range(amount, new_id, kind)
-    if size % amount and kind is AxisType.UPCAST and r.arg[1] is AxisType.GLOBAL and not _reads_output(ast):
+    if overlap and size % amount and kind is AxisType.UPCAST and r.arg[1] is AxisType.GLOBAL and not _reads_output(ast):
         # the last tile overlaps the one before it: every lane is in range, so nothing is gated and a row of the
         # tile stays one vector; overlapped outputs are computed twice, the same value each time
         start = (outer * amount < size - amount).where(outer * amount, size - amount)
@@ -201,8 +205,9 @@ def _gate(u: UOp, valid: UOp) -> UOp:
     return UOp(Ops.LOAD, u.dtype, (gidx, pad))
 
 
-def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
-    """One opt on an AST (before ``expand``); raises OptError when it does not fit."""
+def apply_opt(ast: UOp, opt: Opt, ren: Renderer, overlap: bool = False) -> UOp:
+    """One opt on an AST (before ``expand``); raises OptError when it does not fit. ``overlap``: a masked UPCAST
+    of an output axis overlaps its last tile (nothing gated) instead of gating its stores; not with BLOCK."""
     if not isinstance(opt, Opt):
         raise TypeError(f"opts must be a list of Opt, got {type(opt).__name__}")
     if _packed(ast) and opt.op is not OptOps.PACK:
@@ -258,7 +263,7 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer) -> UOp:
             if accs > MAX_INNER_ACCS:
                 raise OptError(f"{opt}: {accs} accumulators exceed the INNER limit of {MAX_INNER_ACCS}")
     top = opt.op in (OptOps.THREAD, OptOps.GROUPTOP)
-    return split_axis(ast, axes[opt.axis], opt.amount, _KIND[opt.op], top)
+    return split_axis(ast, axes[opt.axis], opt.amount, _KIND[opt.op], top, overlap)
 
 
 def block_reduce(ast: UOp, r: UOp, opt: Opt) -> UOp:
@@ -444,9 +449,11 @@ def expand(ast: UOp) -> UOp:
 
 
 def apply_opts(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
-    """The opts in order, then the register axes expanded: the AST the lowering takes."""
+    """The opts in order, then the register axes expanded: the AST the lowering takes. Masked UPCAST tails
+    overlap unless the reduction is BLOCKed (a block adds to outputs, and an overlapped one would be added twice)."""
     if not opts:
         return ast
+    overlap = not any(isinstance(o, Opt) and o.op is OptOps.BLOCK for o in opts)
     for opt in opts:
-        ast = apply_opt(ast, opt, ren)
+        ast = apply_opt(ast, opt, ren, overlap)
     return expand(ast)

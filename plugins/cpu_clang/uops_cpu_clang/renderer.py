@@ -80,7 +80,8 @@ class ClangRenderer(CStyleRenderer):
         return f"{self.render_vector_type(dt)}u*"  # element-aligned: see unaligned_vectors
 
     def vector_typedefs(self, uops: list[UOp]) -> list[str]:
-        vectors = {d for u in uops for d in (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype,) if d.count > 1}
+        types = (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype for u in uops)
+        vectors = {d for d in types if d.count > 1}
         unaligned = [
             f"typedef {self.render_dtype(d.scalar())} {self.render_vector_type(d)}u "
             f"__attribute__((ext_vector_type({d.count}), aligned({d.scalar().itemsize})));"
