@@ -5,8 +5,8 @@ GROUPTOP, ``r -> part * ceil(N / amount) + outer`` (``part`` outer, so each thre
 contiguous chunk). The outer piece keeps the axis id and kind, so axis numbers stay stable as opts
 compose; ``part`` gets a fresh id and the opt's kind. When ``amount`` does not divide the size the
 split is masked, so odd sizes are never wrong: along a reduce axis, reads are gated by ``r < N`` and values
-outside it contribute the identity; along an output axis only the stores are gated and the reads are clamped
-to the last element (nothing is gated inside the tile's loops), and a masked UPCAST of an output axis in
+outside it contribute the identity; along an output axis only the stores are gated and the reads wrap around
+(``r % N``) (nothing is gated inside the tile's loops), and a masked UPCAST of an output axis in
 ``apply_opts`` overlaps its last tile with the one before it (nothing gated at all) unless the kernel is BLOCKed
 or reads a buffer it writes.
 
@@ -156,9 +156,10 @@ def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool, overlap
         return ast.substitute({r: start + part})
     expr = part * n_outer + outer if top else outer * amount + part
     valid = expr < size if size % amount else None
-    # an output axis feeds only the stores along it: past its end a load may read any element (the last one),
-    # and only the store is gated, so a tile's loads stay unconditional in the loops inside it
-    clamped = valid.where(expr, size - 1) if valid is not None and r.arg[1] is AxisType.GLOBAL else None
+    # an output axis feeds only the stores along it: past its end a load may read any element (it wraps to the
+    # start, a MOD whose value range is the axis, so a saved spec's buffer sizes stay exact), and only the store is
+    # gated, so a tile's loads stay unconditional in the loops inside it
+    clamped = expr % size if valid is not None and r.arg[1] is AxisType.GLOBAL else None
     memo: dict[UOp, UOp] = {r: expr}
     dep: set[UOp] = {r}
     for u in ast.toposort():
