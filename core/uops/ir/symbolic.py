@@ -99,18 +99,17 @@ class _Sum:
 
     __slots__ = ("terms", "occ", "k", "nconst", "skel", "exact", "rep", "mods")
 
-    def __init__(self) -> None:
-        self.terms: dict[UOp, int] = {}
-        self.occ: dict[UOp, int] = {}  # uses of the bases used more than once
-        self.k = 0
-        self.nconst = 0
-        self.skel = 0  # nodes of the ADD/SUB/NEG/MUL-by-const skeleton, constants included
-        self.exact = True  # no skeleton node may have wrapped
-        self.rep = False  # some base occurs more than once
-        self.mods = False  # some base is a MOD
+    # no __init__: _flatten, the one maker, sets every field (and the bare class call allocates cheapest)
+    terms: dict[UOp, int]
+    occ: dict[UOp, int]  # uses of the bases used more than once
+    k: int
+    nconst: int
+    skel: int  # nodes of the ADD/SUB/NEG/MUL-by-const skeleton, constants included
+    exact: bool  # no skeleton node may have wrapped
+    rep: bool  # some base occurs more than once
+    mods: bool  # some base is a MOD
 
 
-_new_sum = object.__new__
 _LINEAR = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL})
 
 
@@ -120,7 +119,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
         dt = u.dtype
         e = _INT_BOUNDS_ID.get(id(dt))
         dmin, dmax = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
-    s = _new_sum(_Sum)  # every field is set below
+    s = _Sum()  # every field is set below
     terms: dict[UOp, int] = {}
     occ: dict[UOp, int] = {}
     k = nconst = skel = 0

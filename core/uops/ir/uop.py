@@ -551,7 +551,8 @@ def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
                 if lo == hi:
                     hi = lo  # max() of equal corners keeps the first
             elif op is _MOD and b0 > 0 and a0 >= 0:
-                return (a0 if a1 < b0 else 0), min(a1, b1 - 1)
+                m = b1 - 1  # min() and max() are spelled out: they take the slow call path in 3.11
+                return (a0 if a1 < b0 else 0), (m if m < a1 else a1)
             elif (
                 op is _IDIV
                 and b0 == b1
@@ -565,7 +566,7 @@ def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
             elif op is _SUB:
                 lo, hi = a0 - b1, a1 - b0
             elif op is _MAX:
-                lo, hi = max(a0, b0), max(a1, b1)
+                lo, hi = (b0 if b0 > a0 else a0), (b1 if b1 > a1 else a1)
             else:
                 return _compute_range_general(u)
             if bounds[0] <= lo and hi <= bounds[1]:  # lo <= hi: the sources' ranges are ordered
