@@ -250,8 +250,13 @@ def _shape(terms: list[tuple[UOp, int]], k: int, dt: DType) -> tuple[int, bool]:
     ``symbolic``: signed, every base of the sum's dtype, no NEG first (ADD of a NEG is rewritten) and every
     coefficient far from the dtype's edges."""
     e = _INT_BOUNDS_ID.get(id(dt))
-    bounds = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
-    lim = int(bounds[1]) >> 1 if dt.kind == "i" else 0
+    bounds: tuple[ConstType, ConstType]
+    if e is not None and e[0] is dt:  # the table's bounds are ints: no int() call (a slow type call in 3.11)
+        bounds = e[1]
+        lim = e[1][1] >> 1 if dt.kind == "i" else 0
+    else:
+        bounds = (dtypes.min(dt), dtypes.max(dt))
+        lim = int(bounds[1]) >> 1 if dt.kind == "i" else 0
     settled = lim > 0
     n = 0
     first = True
