@@ -24,19 +24,41 @@ from uops.dtypes import DType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uops.ir.uop import _INT_BOUNDS_ID, ConstType, UOp, _new_uop, _set_flat, _set_memo, _set_vrange
+from uops.ir.uop import (
+    _ADD,
+    _AND,
+    _CAST,
+    _CMPEQ,
+    _CMPLT,
+    _CMPNE,
+    _COMPARISON,
+    _CONST,
+    _IDIV,
+    _INT_BOUNDS,
+    _INT_BOUNDS_ID,
+    _MAX,
+    _MOD,
+    _MUL,
+    _NEG,
+    _OR,
+    _SUB,
+    _WHERE,
+    _XOR,
+    ConstType,
+    UOp,
+    _new_uop,
+    _set_flat,
+    _set_memo,
+    _set_vrange,
+)
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
-_INTS = frozenset(
-    {dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64}
-)
+_INTS = frozenset(_INT_BOUNDS)  # the integer scalar dtypes
 _INTS_BOOL = _INTS | {dtypes.bool}
-_ADD, _SUB, _MUL, _NEG, _CONST = Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.CONST
-_IDIV, _MOD, _CMPLT, _CMPNE, _CMPEQ = Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ
-# rule code reads module names: an Ops member read through the enum class costs far more
-_WHERE, _MULACC, _CAST, _MAX, _AND, _OR, _XOR = Ops.WHERE, Ops.MULACC, Ops.CAST, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR
-_COMPARISON = GroupOp.Comparison
+_MULACC = (
+    Ops.MULACC
+)  # rule code reads module names (uop.py's aliases): an Ops member read through the enum costs far more
 
 
 # ----------------------------------------------------------------------------------------
