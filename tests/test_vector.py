@@ -14,9 +14,9 @@ from uops.codegen.lowerer import multiple_of
 from uops.codegen.opt import Opt, OptOps
 from uops.codegen.program import get_program
 from uops.plugins import Device
-from uops.testing.kit.test_opts import bufs, matmul, run_ast
+from uops.testing.kit.test_opts import bufs, matmul, row_sq_dev, row_sum, run_ast
 
-U, S = OptOps.UPCAST, OptOps.SWAP
+U, R, S = OptOps.UPCAST, OptOps.UNROLL, OptOps.SWAP
 
 
 def shifted(n: int, shift: int) -> tuple[UOp, Callable[..., np.ndarray], list[tuple[int, ...]]]:
@@ -120,3 +120,33 @@ def test_a_saved_vector_program_passes_the_checked_loader() -> None:
     spec = get_program(matmul(8, 16, 4)[0], dev.renderer, dev.compiler, [Opt(U, 0, 2), Opt(U, 1, 8)])
     assert "float8" in spec.src
     assert load_program(ProgramSpec.from_dict(spec.to_dict())) is not None
+
+
+def test_row_sums_keep_their_accumulators_in_vectors_on_cpu() -> None:
+    """Several rows streaming at once: each row's accumulator is one vector, loaded, added and stored whole (clang
+    then keeps it in a register), and the reduction loop is emitted once, with vector loads of its rows."""
+    ast, ref, shapes = row_sum(16, 2048)
+    opts = [Opt(U, 0, 8), Opt(R, 0, 8)]
+    loads, stores, src = _vector_accesses("CPU", ast, opts)
+    assert src.count("for (") == 2, src  # the rows, then the reduction loop inside (nothing emitted twice)
+    regs = [u for u in loads if u.src[0].src[0].op is Ops.AFTER]  # accumulator reads, in the loop and after it
+    assert len(regs) == 16 and all(u.dtype.count == 8 for u in regs), src
+    assert sum(1 for u in stores if u.src[1].op is Ops.ADD) == 8, src  # acc + row: one vector add per row
+    assert "val0[0]+" not in src, src  # no lane-by-lane adds
+    got, want = run_ast("CPU", ast, ref, shapes, opts)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_row_value_broadcast_across_lanes_stays_a_vector_expression_on_cpu() -> None:
+    """sum_k (x[i, k] - y[i])^2 with rows upcast: y[i] becomes one broadcast vector per row, the step one
+    vector subtract, multiply and add; gpu-style renderers (no vector arithmetic) keep lanes scalar."""
+    opts = [Opt(U, 0, 8), Opt(R, 0, 8)]
+    _, stores, src = _vector_accesses("CPU", row_sq_dev(16, 2048)[0], opts)
+    assert sum(1 for u in stores if u.src[1].op is Ops.ADD and u.src[1].dtype.count == 8) == 8, src
+    assert "float8 alu" in src and "-vec" in src, src
+    ast, ref, shapes = row_sq_dev(13, 2047)  # an overlapped last row tile, a masked reduction tail
+    for device in ("CPU", "PYTHON", "CUDA_EMU"):
+        got, want = run_ast(device, ast, ref, shapes, opts)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=device)
+    _, cuda_stores, _ = _vector_accesses("CUDA", ast, opts)
+    assert not any(u.src[1].op in (Ops.ADD, Ops.MUL) for u in cuda_stores)

@@ -479,7 +479,7 @@ def _vector_key(idx: UOp, dt: Any, ren: Renderer) -> tuple[Any, ...] | None:
     if idx.op is not Ops.INDEX or dt.count != 1 or dt.kind not in "iuf":
         return None
     buf = idx.src[0].src[0] if idx.src[0].op is Ops.AFTER else idx.src[0]
-    if not (buf.op is Ops.DEFINE_GLOBAL or (buf.op is Ops.DEFINE_LOCAL and ren.aligned_locals)):
+    if not (buf.op is Ops.DEFINE_GLOBAL or (buf.op in (Ops.DEFINE_LOCAL, Ops.DEFINE_REG) and ren.aligned_locals)):
         return None
     if dt.itemsize < 4:
         return None  # 16-bit floats and small ints have no vector type on every target
@@ -523,28 +523,51 @@ def vectorize_memory(sink: UOp, ren: Renderer) -> UOp:
     for u in sink.toposort():
         if u.op is Ops.LOAD and (key := _vector_key(u.src[0], u.dtype, ren)) is not None:
             load_groups.setdefault(key, {}).setdefault(_base_offset(u.src[0].src[1])[1], u)
-    mapping: dict[UOp, UOp] = {}
+    # lane load -> (run, lane); a run's vector load is built in the walk below from the rebuilt sources, so
+    # a load ordered after other vectorized lanes (an accumulator read after its loop) sees the rebuilt loop
+    lane_of: dict[UOp, tuple[int, int]] = {}
+    runs: list[tuple[list[UOp], UOp | None, int, Any]] = []
     for (_, _, base, dt), by_off in load_groups.items():
         ok = tuple(x for x in widths if ren.vector_ok(dt.vec(x)))
         for first, w in _vector_runs(list(by_off), base, ok, not ren.unaligned_vectors):
             lanes = [by_off[first + k] for k in range(w)]
-            src: tuple[UOp, ...] = (_vector_index(lanes[0].src[0], base, first),)
-            if len(lanes[0].src) == 2:
-                src += (UOp(Ops.VECTORIZE, dt.vec(w), tuple(ld.src[1] for ld in lanes)),)
-            vec = UOp(Ops.LOAD, dt.vec(w), src)
-            mapping.update({ld: UOp(Ops.GEP, dt, (vec,), (k,)) for k, ld in enumerate(lanes)})
-    sink = sink.substitute(mapping) if mapping else sink
+            lane_of.update({ld: (len(runs), k) for k, ld in enumerate(lanes)})
+            runs.append((lanes, base, first, dt.vec(w)))
     users: dict[UOp, int] = {}
     for u in sink.toposort():
         for s in u.src:
             users[s] = users.get(s, 0) + 1
     memo: dict[UOp, UOp] = {}
+    changed: dict[UOp, UOp] = {}
+    vecs: dict[int, UOp] = {}
     for u in sink.toposort():
+        if u in lane_of:
+            n, k = lane_of[u]
+            if n not in vecs:
+                vecs[n] = _vector_load(u, *runs[n], memo, changed)
+            new = memo[u] = changed[u] = UOp(Ops.GEP, u.dtype, (vecs[n],), (k,))
+            continue
         new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
         if u.op in (Ops.SINK, Ops.END):
             new = _vectorize_stores(new, ren, widths, {memo[s] for s in u.src if users.get(s, 0) > 1})
         memo[u] = new
+        if new is not u:
+            changed[u] = new
     return memo[sink]
+
+
+def _vector_load(
+    lane: UOp, lanes: list[UOp], base: UOp | None, first: int, vdt: Any, memo: dict[UOp, UOp], changed: dict[UOp, UOp]
+) -> UOp:
+    """The vector LOAD of a run of ``lanes``, from the rebuilt sources of ``lane`` (one of them, the first seen):
+    its buffer, gate and base are every lane's."""
+    idx = lane.src[0]
+    new_base = None if base is None else memo[base]
+    src: tuple[UOp, ...] = (_vector_index(idx.replace(src=tuple(memo[s] for s in idx.src)), new_base, first),)
+    if len(lane.src) == 2:
+        alts = tuple(memo[a] if a in memo else a.substitute(changed) for a in (ld.src[1] for ld in lanes))
+        src += (UOp(Ops.VECTORIZE, vdt, alts),)
+    return UOp(Ops.LOAD, vdt, src)
 
 
 def _vectorize_stores(block: UOp, ren: Renderer, widths: tuple[int, ...], shared: set[UOp]) -> UOp:
@@ -558,13 +581,38 @@ def _vectorize_stores(block: UOp, ren: Renderer, widths: tuple[int, ...], shared
         ok = tuple(x for x in widths if ren.vector_ok(dt.vec(x)))
         for first, w in _vector_runs(list(by_off), base, ok, not ren.unaligned_vectors):
             lanes = [by_off[first + k] for k in range(w)]
-            val = UOp(Ops.VECTORIZE, dt.vec(w), tuple(st.src[1] for st in lanes))
+            values = [st.src[1] for st in lanes]
+            vec = _lanewise(dt.vec(w), values) if ren.vector_alu else None
+            val = UOp(Ops.VECTORIZE, dt.vec(w), tuple(values)) if vec is None else vec
             replaced[lanes[0]] = UOp(Ops.STORE, dtypes.void, (_vector_index(lanes[0].src[0], base, first), val))
             replaced.update({st: None for st in lanes[1:]})
     if not replaced:
         return block
     src = tuple(n for s in block.src if (n := replaced.get(s, s)) is not None)
     return UOp(block.op, block.dtype, src, block.arg)
+
+
+#: ALU ops a renderer with ``vector_alu`` computes on whole vectors, lane by lane
+LANEWISE_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.NEG})
+
+
+def _lanewise(vdt: Any, lanes: list[UOp]) -> UOp | None:
+    """The values of a vector store computed as one vector expression, or None where some lane differs: lane ``k``
+    of a vector ``x`` (``GEP(x, k)``), one scalar in every lane (broadcast), or the same ALU op of such lanes. An
+    accumulator update ``acc[k] + row[k]`` then stays a vector add, not eight scalar adds the C compiler must
+    put together again (which clang does not do for several rows of accumulators at once)."""
+    head = lanes[0]
+    if all(u is head for u in lanes) and head.dtype.count == 1 and head.dtype == vdt.scalar():
+        return UOp(Ops.VECTORIZE, vdt, tuple(lanes))
+    if head.op is Ops.GEP and head.src[0].dtype == vdt:
+        vec = head.src[0]
+        return vec if all(u.op is Ops.GEP and u.src[0] is vec and u.arg == (k,) for k, u in enumerate(lanes)) else None
+    if head.op not in LANEWISE_OPS or head.dtype != vdt.scalar():
+        return None
+    if any(u.op is not head.op or u.dtype != head.dtype or len(u.src) != len(head.src) for u in lanes):
+        return None
+    srcs = [_lanewise(vdt, [u.src[j] for u in lanes]) for j in range(len(head.src))]
+    return None if any(x is None for x in srcs) else UOp(head.op, vdt, tuple(x for x in srcs if x is not None))
 
 
 # ----- step 7: integer division that cannot trap (after the index dtypes of step 6) -----

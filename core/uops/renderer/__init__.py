@@ -49,6 +49,9 @@ class Renderer(ABC):
     # vector accesses may start at any element (the vector pointer type is element-aligned): the rows of an
     # odd-sized matrix are then stored whole, not split into scalar and shorter runs at each row's misalignment
     unaligned_vectors: bool = False
+    # vector values take +, * and multiply-add in the kernel language (clang's ext_vector_type): a vector store
+    # of lanes that each add lane k of two vectors stores the vectors' sum (an accumulator update stays a vector)
+    vector_alu: bool = False
 
     def vector_ok(self, dt: DType) -> bool:
         """Whether a global load or store of vector type ``dt`` is rendered as one access."""

@@ -62,6 +62,7 @@ class ClangRenderer(CStyleRenderer):
     vector_max_bytes = 32  # one AVX register
     aligned_locals = True  # a PACK buffer is read with vector loads
     unaligned_vectors = True  # x86 vector moves take any address at the aligned speed
+    vector_alu = True  # ext_vector_type values add and multiply lane by lane
     code_for_op = {**CStyleRenderer.code_for_op, Ops.EXP2: _exp2}
 
     @property

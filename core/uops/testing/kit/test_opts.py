@@ -51,6 +51,23 @@ def col_sum_and_copy(m: int, n: int) -> Case:
             lambda a: np.concatenate([a.sum(axis=0) + a[0] * 2, a[-1]]), [(m, n)])  # fmt: skip
 
 
+def row_sum(m: int, n: int) -> Case:
+    """out[i] = sum_k x[i, k]: a reduction over the contiguous axis (several rows stream at once when upcast)."""
+    out, x = bufs(2)
+    i, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.REDUCE)
+    red = x.index(i * n + r).load().reduce(r, op=Ops.ADD)
+    return UOp.sink(out.index(i).store(red)), lambda a: a.sum(axis=1), [(m, n)]
+
+
+def row_sq_dev(m: int, n: int) -> Case:
+    """out[i] = sum_k (x[i, k] - y[i])^2: a row value broadcast across the reduction's lanes."""
+    out, x, y = bufs(3)
+    i, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.REDUCE)
+    d = x.index(i * n + r).load() - y.index(i).load()
+    return (UOp.sink(out.index(i).store((d * d).reduce(r, op=Ops.ADD))),
+            lambda a, b: ((a - b[:, None]) ** 2).sum(axis=1), [(m, n), (m,)])  # fmt: skip
+
+
 def scaled(n: int) -> Case:
     out, x = bufs(2)
     i = UOp.range(n, 0, AxisType.GLOBAL)
@@ -94,6 +111,14 @@ CASES = [
         "col max 13x7 inner",
         col_max(13, 7),
         [[Opt(I, 0, 4)], [Opt(I, 0, 7), Opt(R, 0, 4)], [Opt(U, 0, 2), Opt(I, 0, 3)]],
+    ),
+    ("row sum 13x2047", row_sum(13, 2047), [[Opt(U, 0, 8), Opt(R, 0, 8)], [Opt(U, 0, 4), Opt(R, 0, 16)]]),
+    ("row sum 7x13", row_sum(7, 13), [[Opt(U, 0, 4), Opt(R, 0, 8)], [Opt(U, 0, 7), Opt(R, 0, 4)]]),
+    ("row sq dev 13x2047", row_sq_dev(13, 2047), [[Opt(U, 0, 8), Opt(R, 0, 8)], [Opt(U, 0, 2), Opt(R, 0, 4)]]),
+    (
+        "col sum 2047x13 inner",
+        col_sum_and_copy(2047, 13),
+        [[Opt(I, 0, 13), Opt(R, 0, 8)], [Opt(I, 0, 8), Opt(R, 0, 7)]],
     ),
     ("col sum 7x13 inner", col_sum_and_copy(7, 13), [[Opt(I, 0, 13)], [Opt(R, 0, 2), Opt(I, 0, 5)], [Opt(I, 0, 4)]]),
     ("matmul 7x13x5 inner", matmul(7, 13, 5), [[Opt(I, 1, 4), Opt(U, 0, 2)], [Opt(R, 0, 2), Opt(I, 0, 7)]]),
