@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, note
 from test_fuzz import Program, check, fuzz_settings, programs
 
-from uops import AxisType, UOp, dtypes
+from uops import AxisType, Ops, UOp, dtypes
 from uops.codegen.heuristics import hand_coded_opts
 from uops.codegen.opt import Opt, OptError, OptOps, apply_opt, apply_opts
 from uops.codegen.program import get_program
 from uops.compiler.cache import LRU
 from uops.plugins import Device
-from uops.testing.kit.test_opts import bufs, col_max, matmul, run_ast
+from uops.testing.kit.test_opts import bufs, col_max, matmul, row_sq_dev, row_sum, run_ast
 
 U, R, L, G, GT, T = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.THREAD
 S = OptOps.SWAP
@@ -32,11 +32,29 @@ def test_strided_reductions_stream_rows_through_an_inner_loop(monkeypatch: pytes
     ast = col_max(2048, 2048)[0]
     cpu = Device["CPU"].renderer
     opts = hand_coded_opts(ast, cpu)
-    assert opts == [Opt(I, 0, 1024), Opt(R, 0, 4), Opt(T, 0, 2)], opts
+    assert opts == [Opt(I, 0, 1024), Opt(R, 0, 8), Opt(T, 0, 2)], opts
     src = get_program(ast, cpu, Device["CPU"].compiler, opts).src
     assert src.count("for (") == 4, src  # accumulators cleared, rows with the INNER loop inside, stores
-    assert "acc0[1024]" in src, src  # the four unrolled rows are added up before their element's accumulator
+    assert "acc0[1024]" in src, src  # the eight unrolled rows are added up before their element's accumulator
     assert not any(o.op is I for o in hand_coded_opts(ast, Device["CUDA"].renderer))
+
+
+def test_row_sums_stream_several_rows_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sum over the contiguous axis on CPU: eight rows upcast (one vector accumulator each) beside the unrolled
+    reduction; a max or an exp in the step (computed lane by lane) keeps one row at a time, as do short rows."""
+    monkeypatch.setenv("UOPS_THREADS", "1")
+    cpu = Device["CPU"].renderer
+    assert hand_coded_opts(row_sum(2048, 2048)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8)]
+    assert hand_coded_opts(row_sq_dev(1000, 512)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8)]
+    assert hand_coded_opts(row_sum(13, 2048)[0], cpu)[0] == Opt(U, 0, 2)  # 8 or 4 would recompute over 1/8
+    assert hand_coded_opts(row_sum(2048, 64)[0], cpu) == [Opt(R, 0, 16)]
+    out, x = bufs(2)
+    i, r = UOp.range(64, 0, AxisType.GLOBAL), UOp.range(2048, 1, AxisType.REDUCE)
+    row = x.index(i * 2048 + r).load()
+    for red in (row.reduce(r, op=Ops.MAX), row.exp2().reduce(r, op=Ops.ADD)):
+        opts = hand_coded_opts(UOp.sink(out.index(i).store(red)), cpu)
+        assert not any(o.op is U for o in opts), opts
+    assert not any(o.op is U for o in hand_coded_opts(row_sum(2048, 2048)[0], Device["CUDA"].renderer))
 
 
 def test_heuristics_produce_register_tiles_and_threads() -> None:
