@@ -3,7 +3,8 @@
 Cases: elementwise chains (``((a+b)*c).exp()``, GELU of ``x*y+x``), sums (16M, either axis of
 2048^2), softmax and layernorm over rows, matmul 1024^3 and 1023x1025x1031 (sizes no tile divides),
 batched matmul, matvec and a conv-like strided reduction (2x2 sum-pooling). Each time is the best of
-``--runs`` after one warm-up (compiling is not timed; building the lazy graph, scheduling and launching are). Inputs are
+``--runs`` after one warm-up, uops and numpy taking turns run by run (compiling is not timed; building the lazy
+graph, scheduling and launching are). Inputs are
 already on the device. GFLOP/s and GB/s are the case's useful work (flops of the math, bytes of
 inputs and output once) over uops' time. ``--beam N`` adds a column with BEAM-searched kernels.
 The last line is the geometric mean of tinygrad's time over uops' (above 1: uops is faster).
@@ -28,12 +29,20 @@ import numpy as np
 
 
 def _best(fn: Callable[[], Any], runs: int) -> float:
-    fn()  # warm-up: compiles, allocates
-    best = float("inf")
+    return _best_alternating([fn], runs)[0]
+
+
+def _best_alternating(fns: list[Callable[[], Any]], runs: int) -> list[float]:
+    """The best time of each of ``fns`` over ``runs`` rounds, one run of each per round: on a shared machine a
+    busy spell then slows every side of a ratio, not only the one that happened to be timing."""
+    for fn in fns:
+        fn()  # warm-up: compiles, allocates
+    best = [float("inf")] * len(fns)
     for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
     return best
 
 
@@ -168,8 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max()))):
             print(f"{c.name}: uops result disagrees with numpy (max abs err {np.abs(got - want).max():.3g})")
             bad += 1
-        t_u = _best(run_u, args.runs)
-        t_n = _best(lambda c=c, xs=xs: c.numpy(*xs), args.runs)
+        t_u, t_n = _best_alternating([run_u, lambda c=c, xs=xs: c.numpy(*xs)], args.runs)
         tg = _tinygrad_fn(c, xs)
         t_t = _best(tg, args.runs) if tg is not None else None
         nbytes = 4 * (sum(x.size for x in xs) + c.out_elems)
