@@ -425,6 +425,39 @@ def test_default_prefers_priority_then_env(monkeypatch: pytest.MonkeyPatch) -> N
         _ = reg.DEFAULT
 
 
+def test_default_skips_the_compile_probe_of_a_device_that_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def compile_probe(device: str):
+        return lambda: calls.append(device) or None
+
+    reg = Devices()
+    reg.register(_backend("NOGPU", priority=3000, probe_compile=compile_probe("NOGPU"), probe_runtime=lambda: "absent"))
+    reg.register(_backend("HOST", priority=2000, probe_compile=compile_probe("HOST")))
+    monkeypatch.delenv("UOPS_DEVICE", raising=False)
+    monkeypatch.delenv("UOPS_STRICT_PLUGINS", raising=False)
+    assert reg.DEFAULT == "HOST" and calls == ["HOST"]
+    row = next(s for s in reg.status() if s.device == "NOGPU")  # the row is complete: the compile probe ran now
+    assert calls == ["HOST", "NOGPU"]
+    assert (row.status, row.compile_ok, row.runtime_ok) == ("unavailable", True, False)
+    assert row.reason == "cannot run: absent"
+    assert reg["NOGPU"].compile_reason is None and reg["NOGPU"].runtime_reason == "absent"
+    assert calls == ["HOST", "NOGPU"]  # each probe runs once per record
+
+
+def test_backend_is_an_immutable_value() -> None:
+    import copy
+    import pickle
+
+    b = _backend("VAL", priority=7)
+    assert b == _backend("VAL", priority=7) and hash(b) == hash(_backend("VAL", priority=7))
+    assert b != _backend("VAL", priority=8) and b.targets == ("t0", "t1") and b.priority == 7
+    assert copy.copy(b) == b and pickle.loads(pickle.dumps(Backend("P", str, str, object, str, str))).device == "P"
+    assert repr(b).startswith("Backend(device='VAL', renderer=")
+    with pytest.raises(AttributeError, match="Backend is immutable: cannot set 'priority'"):
+        b.priority = 1  # type: ignore[misc]
+
+
 def test_factory_error_names_the_backend(registered) -> None:
     def bad_runtime() -> object:
         raise OSError("libfake.so: cannot open shared object file")
@@ -571,6 +604,22 @@ def test_hook_for_the_wrong_device_is_broken(site) -> None:
     reg = Devices()
     with pytest.raises(PluginError, match=r"uops-wrongdev 1.0.*names device WRONGDEV but .*\['OTHER'\]"):
         reg["wrongdev"]
+
+
+def test_hook_named_by_specname_is_found(site) -> None:
+    """pluggy's ``specname`` (the hook under another function name) survives the manager's fast module scan."""
+    src = (
+        "from uops.plugins import Backend, hookimpl\n"
+        "helper = staticmethod(len)\n"
+        "def uops_backends():\n"
+        "    raise AssertionError('an unmarked function of the hook name is not the hook')\n"
+        "@hookimpl(specname='uops_backends')\n"
+        "def my_backends():\n"
+        "    return [Backend('SPECNAMED', str, str, object, lambda: None, lambda: None, targets=('s',))]\n"
+    )
+    _fake_dist(site, "uops-specnamed", {"SPECNAMED": "uops_specnamed_mod"}, module_src=src)
+    reg = Devices()
+    assert reg["SPECNAMED"].targets == ("s",)
 
 
 def test_module_without_hook_is_broken(site) -> None:

@@ -12,21 +12,30 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, NamedTuple
 
+from uops.plugins.backend import FrozenValue
 from uops.plugins.versions import normalize_dist
+
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ENTRY_POINT_GROUP", "DistMetadata", "EntryPoint", "entry_points", "parse_metadata", "scan_sys_path"]
 
 ENTRY_POINT_GROUP = "uops.backends"
 
 
-class DistMetadata(NamedTuple):
+class DistMetadata(FrozenValue):
     """What the registry needs of a distribution: its name, version and requirements."""
+
+    __slots__ = ("name", "version", "requires")
 
     name: str | None
     version: str | None
-    requires: list[str]
+    requires: tuple[str, ...]
+
+    def __init__(self, name: str | None, version: str | None, requires: list[str] | tuple[str, ...]) -> None:
+        self._set((name, version, tuple(requires)))
 
 
 class EntryPoint:
@@ -60,7 +69,7 @@ class EntryPoint:
     def metadata(self) -> DistMetadata | None:
         """Name, version and Requires-Dist of the distribution (None when it is not known)."""
         if self.dist is not None:
-            return DistMetadata(self.dist.metadata["Name"] or None, self.dist.version, list(self.dist.requires or ()))
+            return DistMetadata(self.dist.metadata["Name"] or None, self.dist.version, self.dist.requires or ())
         if self.dist_path is None:
             return None
         if self.dist_path.lower().endswith(".egg-info"):
