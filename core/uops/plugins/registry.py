@@ -16,7 +16,6 @@ Environment:
 from __future__ import annotations
 
 import _thread  # threading's RLock without importing threading (~1 ms at every start)
-import importlib
 import os
 
 from uops.plugins.backend import Backend, FrozenValue, PluginError
@@ -412,8 +411,10 @@ class Registry:
         return None
 
     def _run_module_hook(self, module_name: str) -> list[Backend] | BaseException:
+        from importlib import import_module  # the importlib package loads with pluggy: listing does without it
+
         try:
-            module = importlib.import_module(module_name)
+            module = import_module(module_name)
         except Exception as e:
             err = _ImportFailed(module_name)
             err.__cause__ = e
