@@ -623,6 +623,62 @@ def test_hook_named_by_specname_is_found(site) -> None:
     assert reg["SPECNAMED"].targets == ("s",)
 
 
+_ODD_NAMESPACE = """
+import functools
+from uops.plugins import hookimpl
+
+class Holder:
+    @staticmethod
+    @hookimpl
+    def uops_backends():
+        return []
+
+@hookimpl(specname="uops_backends", tryfirst=True)
+def renamed():
+    return []
+
+def plain():
+    return []
+
+plain.uops_impl = "not a dict"  # a false positive pluggy rejects
+static_marked = staticmethod(hookimpl(lambda: []))
+class_marked = classmethod(hookimpl(lambda cls: []))
+bound = Holder().__init__
+partial = functools.partial(len)
+value = 3
+"""
+
+
+def test_hook_manager_answers_as_pluggy_does(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manager's module shortcut gives pluggy's own answer for every name of every plugin module here."""
+    import importlib
+
+    import pluggy
+
+    from uops.plugins.hooks import HookManager, UopsHookSpec
+
+    (tmp_path / "uops_odd_namespace.py").write_text(_ODD_NAMESPACE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules = [importlib.import_module("uops_odd_namespace")]
+    for name in ("uops_cpu_clang", "uops_cuda", "uops_amd", "uops_metal", "uops.backends.python"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    ours, theirs = HookManager(), pluggy.PluginManager("uops")
+    assert ours._fast, "pluggy's marker attribute changed: the shortcut is off (correct, but slow)"
+    found = []
+    for module in modules:
+        for name in dir(module):
+            assert ours.parse_hookimpl_opts(module, name) == theirs.parse_hookimpl_opts(module, name), name
+            if ours.parse_hookimpl_opts(module, name) is not None:
+                found.append(f"{module.__name__}.{name}")
+    assert {"uops_odd_namespace.renamed", "uops_odd_namespace.static_marked"} <= set(found), found
+    for spec in (UopsHookSpec, HookManager):
+        for name in dir(spec):
+            assert ours.parse_hookspec_opts(spec, name) == theirs.parse_hookspec_opts(spec, name), name
+
+
 def test_module_without_hook_is_broken(site) -> None:
     _fake_dist(site, "uops-nohook", {"NOHOOK": "uops_nohook_mod"}, module_src="def uops_backends():\n    return []\n")
     reg = Devices()

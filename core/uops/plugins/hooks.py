@@ -28,24 +28,35 @@ class UopsHookSpec:
         """Return the backends this plugin provides, one per device name it declared as an entry point."""
 
 
+def _marker_attribute_holds() -> bool:
+    """Whether pluggy's HookimplMarker still leaves its options in the function's ``uops_impl`` attribute."""
+
+    def marked() -> None:
+        """A function to mark."""
+
+    hookimpl(marked)
+    return isinstance(marked.__dict__.get(_IMPL_ATTR), dict)
+
+
 class HookManager(pluggy.PluginManager):
     """pluggy's PluginManager for project ``uops``, with the hook spec added, that registers a module quickly.
 
     ``register`` asks `parse_hookimpl_opts` about every name in the plugin's namespace, and pluggy's
     answer looks each one up with ``inspect.getattr_static`` (about 10 us a name, a millisecond or
-    two per start over the plugins' modules). A module's plain function that carries no marker
-    options cannot be a hookimpl, so it is skipped here, and so is anything that is neither a
-    function, a method nor a static or class method (pluggy skips those too); every other name
-    (a marked function, with or without ``specname``) gets pluggy's own answer.
+    two per start over the plugins' modules). A plain function in a module's namespace that carries
+    no marker options cannot be a hookimpl, so it is skipped here, and so is a value that is neither a
+    function, a method nor a static or class method (pluggy skips those too); every other name (a
+    marked function, with or without ``specname``; a name the namespace lacks) gets pluggy's own answer.
     """
 
     def __init__(self) -> None:
         super().__init__(PROJECT)
+        self._fast = _marker_attribute_holds()  # a pluggy that marks hookimpls otherwise gets no shortcut
         self.add_hookspecs(UopsHookSpec)
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> pluggy.HookimplOpts | None:
-        if type(plugin) is types.ModuleType:
-            value = plugin.__dict__.get(name)
+        if self._fast and type(plugin) is types.ModuleType and name in plugin.__dict__:
+            value = plugin.__dict__[name]
             if type(value) is types.FunctionType:
                 if _IMPL_ATTR not in value.__dict__:
                     return None
