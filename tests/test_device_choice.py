@@ -146,7 +146,7 @@ def test_metadata_is_parsed_without_importlib_metadata(tmp_path: Path) -> None:
     )
     meta = parse_metadata(text)
     assert (meta.name, meta.version) == ("uops-x", "1.2rc1")
-    assert meta.requires == ["numpy", "uops (>=0.1, <0.2)", "pytest; extra == 'test'"]
+    assert meta.requires == ("numpy", "uops (>=0.1, <0.2)", "pytest; extra == 'test'")
     info = tmp_path / "uops_x-1.2rc1.dist-info"
     info.mkdir()
     # (importlib.metadata keeps a folded line's indentation and newline: compare on unfolded ones)
@@ -160,7 +160,7 @@ def test_metadata_is_parsed_without_importlib_metadata(tmp_path: Path) -> None:
     assert (ep.dist_name, ep.dist_version) == ("uops_x", "1.2rc1")
     full = ep.distribution()  # importlib.metadata agrees with the hand parser
     assert ep.dist is None and ep.metadata() == type(meta)(full.metadata["Name"], full.version, list(full.requires))
-    assert ep.metadata().requires == ["numpy", "uops (>=0.1,<0.2)", "pytest; extra == 'test'"]
+    assert ep.metadata().requires == ("numpy", "uops (>=0.1,<0.2)", "pytest; extra == 'test'")
 
 
 def test_egg_info_requirements_match_importlib_metadata(tmp_path: Path) -> None:
@@ -179,7 +179,7 @@ def test_egg_info_requirements_match_importlib_metadata(tmp_path: Path) -> None:
     meta, full = ep.metadata(), ep.distribution()
     assert meta is not None and (meta.name, meta.version) == ("uops-egg", "0.4")
     assert (full.metadata["Name"], full.version) == ("uops-egg", "0.4")
-    assert meta.requires == [r for r in full.requires if "extra" not in r] == ["uops<0.2,>=0.1", "numpy"]
+    assert list(meta.requires) == [r for r in full.requires if "extra" not in r] == ["uops<0.2,>=0.1", "numpy"]
 
 
 # ---------------------------------------------------------------------------------------------

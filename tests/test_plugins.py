@@ -160,17 +160,18 @@ def test_listing_imports_no_plugin(full: Venv) -> None:
         names = uops.Device.names()
         after = sorted(m for m in sys.modules if m.startswith("uops_"))
         fast = "importlib.metadata" not in sys.modules  # the fast path did not need it
+        late = [m for m in ("pluggy", "typing", "inspect", "importlib") if m in sys.modules]  # a regular install
         from importlib.metadata import entry_points
         from uops.plugins.discovery import entry_points as _entry_points
         for group in ("uops.backends", "console_scripts"):  # the fast scan agrees with importlib.metadata
             assert sorted((e.name, e.value) for e in _entry_points(group)) == sorted(
                 (e.name, e.value) for e in entry_points(group=group)), group
-        print(json.dumps({"names": names, "before": before, "after": after, "fast": fast,
+        print(json.dumps({"names": names, "before": before, "after": after, "fast": fast, "late": late,
                           "backends_python": "uops.backends.python" in sys.modules}))
         """
     )
     out = json.loads(r.stdout)
-    assert out["fast"] is True
+    assert out["fast"] is True and out["late"] == []
     assert out["names"] == ["BADPROBE", "CPU", "FAKE", "FAKEGPU", "FUTURE", "IMPFAIL", "PYTHON"]
     assert out["before"] == [] and out["after"] == []
     assert out["backends_python"] is False
@@ -425,6 +426,39 @@ def test_default_prefers_priority_then_env(monkeypatch: pytest.MonkeyPatch) -> N
         _ = reg.DEFAULT
 
 
+def test_default_skips_the_compile_probe_of_a_device_that_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def compile_probe(device: str):
+        return lambda: calls.append(device) or None
+
+    reg = Devices()
+    reg.register(_backend("NOGPU", priority=3000, probe_compile=compile_probe("NOGPU"), probe_runtime=lambda: "absent"))
+    reg.register(_backend("HOST", priority=2000, probe_compile=compile_probe("HOST")))
+    monkeypatch.delenv("UOPS_DEVICE", raising=False)
+    monkeypatch.delenv("UOPS_STRICT_PLUGINS", raising=False)
+    assert reg.DEFAULT == "HOST" and calls == ["HOST"]
+    row = next(s for s in reg.status() if s.device == "NOGPU")  # the row is complete: the compile probe ran now
+    assert calls == ["HOST", "NOGPU"]
+    assert (row.status, row.compile_ok, row.runtime_ok) == ("unavailable", True, False)
+    assert row.reason == "cannot run: absent"
+    assert reg["NOGPU"].compile_reason is None and reg["NOGPU"].runtime_reason == "absent"
+    assert calls == ["HOST", "NOGPU"]  # each probe runs once per record
+
+
+def test_backend_is_an_immutable_value() -> None:
+    import copy
+    import pickle
+
+    b = _backend("VAL", priority=7)
+    assert b == _backend("VAL", priority=7) and hash(b) == hash(_backend("VAL", priority=7))
+    assert b != _backend("VAL", priority=8) and b.targets == ("t0", "t1") and b.priority == 7
+    assert copy.copy(b) == b and pickle.loads(pickle.dumps(Backend("P", str, str, object, str, str))).device == "P"
+    assert repr(b).startswith("Backend(device='VAL', renderer=")
+    with pytest.raises(AttributeError, match="Backend is immutable: cannot set 'priority'"):
+        b.priority = 1  # type: ignore[misc]
+
+
 def test_factory_error_names_the_backend(registered) -> None:
     def bad_runtime() -> object:
         raise OSError("libfake.so: cannot open shared object file")
@@ -571,6 +605,78 @@ def test_hook_for_the_wrong_device_is_broken(site) -> None:
     reg = Devices()
     with pytest.raises(PluginError, match=r"uops-wrongdev 1.0.*names device WRONGDEV but .*\['OTHER'\]"):
         reg["wrongdev"]
+
+
+def test_hook_named_by_specname_is_found(site) -> None:
+    """pluggy's ``specname`` (the hook under another function name) survives the manager's fast module scan."""
+    src = (
+        "from uops.plugins import Backend, hookimpl\n"
+        "helper = staticmethod(len)\n"
+        "def uops_backends():\n"
+        "    raise AssertionError('an unmarked function of the hook name is not the hook')\n"
+        "@hookimpl(specname='uops_backends')\n"
+        "def my_backends():\n"
+        "    return [Backend('SPECNAMED', str, str, object, lambda: None, lambda: None, targets=('s',))]\n"
+    )
+    _fake_dist(site, "uops-specnamed", {"SPECNAMED": "uops_specnamed_mod"}, module_src=src)
+    reg = Devices()
+    assert reg["SPECNAMED"].targets == ("s",)
+
+
+_ODD_NAMESPACE = """
+import functools
+from uops.plugins import hookimpl
+
+class Holder:
+    @staticmethod
+    @hookimpl
+    def uops_backends():
+        return []
+
+@hookimpl(specname="uops_backends", tryfirst=True)
+def renamed():
+    return []
+
+def plain():
+    return []
+
+plain.uops_impl = "not a dict"  # a false positive pluggy rejects
+static_marked = staticmethod(hookimpl(lambda: []))
+class_marked = classmethod(hookimpl(lambda cls: []))
+bound = Holder().__init__
+partial = functools.partial(len)
+value = 3
+"""
+
+
+def test_hook_manager_answers_as_pluggy_does(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manager's module shortcut gives pluggy's own answer for every name of every plugin module here."""
+    import importlib
+
+    import pluggy
+
+    from uops.plugins.hooks import HookManager, UopsHookSpec
+
+    (tmp_path / "uops_odd_namespace.py").write_text(_ODD_NAMESPACE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules = [importlib.import_module("uops_odd_namespace")]
+    for name in ("uops_cpu_clang", "uops_cuda", "uops_amd", "uops_metal", "uops.backends.python"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    ours, theirs = HookManager(), pluggy.PluginManager("uops")
+    assert ours._fast, "pluggy's marker attribute changed: the shortcut is off (correct, but slow)"
+    found = []
+    for module in modules:
+        for name in dir(module):
+            assert ours.parse_hookimpl_opts(module, name) == theirs.parse_hookimpl_opts(module, name), name
+            if ours.parse_hookimpl_opts(module, name) is not None:
+                found.append(f"{module.__name__}.{name}")
+    assert {"uops_odd_namespace.renamed", "uops_odd_namespace.static_marked"} <= set(found), found
+    for spec in (UopsHookSpec, HookManager):
+        for name in dir(spec):
+            assert ours.parse_hookspec_opts(spec, name) == theirs.parse_hookspec_opts(spec, name), name
 
 
 def test_module_without_hook_is_broken(site) -> None:

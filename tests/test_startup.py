@@ -6,6 +6,8 @@ design guarantees, and so what is asserted:
 * ``import uops`` loads ``uops``, ``uops.dtypes`` and ``uops.version`` only: no IR, no plugins
   layer, no pluggy, and none of ``typing``, ``inspect``, ``dataclasses`` (standard-library modules
   that cost milliseconds each).
+* ``uops.Device.names()`` adds the plugins layer alone: no pluggy, ``typing`` or ``inspect`` (pluggy
+  loads with the first plugin module) and no plugin module.
 * ``uops.Device.DEFAULT`` and ``uops.Device["CPU"]`` add the plugins layer, pluggy (and what pluggy
   imports: ``typing``, ``inspect``) and the plugins' hook modules, and nothing of the core beyond
   ``uops.plugins``: no IR, renderer, compiler, runtime, codegen, front end or built-in backend, no
@@ -88,6 +90,14 @@ def test_import_uops_then_a_device_imports_only_the_plugins_layer(action: str) -
     assert "uops.plugins.registry" in out["device"] and "pluggy" in out["device"]  # the check looked at the right set
 
 
+def test_listing_devices_imports_no_pluggy() -> None:
+    added = _stages("uops.Device.names()")["device"]
+    assert "uops.plugins.registry" in added, added  # the check looked at the right set
+    late = [m for m in added if m.split(".")[0] in ("pluggy", "typing", "inspect") or m.startswith("uops_")]
+    assert not late, f"Device.names() imported {late}"
+    assert not _too_much_for_a_device(added)
+
+
 def test_lazy_names_resolve_like_eager_imports() -> None:
     from uops.frontend.tensor import Tensor
     from uops.ir.ops import Ops
@@ -99,6 +109,11 @@ def test_lazy_names_resolve_like_eager_imports() -> None:
         assert getattr(uops, name) is not None, name
     assert set(uops.__all__) <= set(dir(uops))
     assert uops.dtypes is dtypes  # the class, not the submodule of the same name
+    from uops import plugins
+    from uops.plugins.hooks import hookimpl
+
+    assert plugins.hookimpl is hookimpl and set(plugins.__all__) <= set(dir(plugins))
+    assert all(getattr(plugins, name) is not None for name in plugins.__all__)
     with pytest.raises(AttributeError, match="no attribute 'Tensr'"):
         uops.Tensr  # noqa: B018
 

@@ -1,24 +1,41 @@
-"""Backend plugins: the contract (`hooks`), entry-point discovery (`discovery`), the registry with
-quarantine and default-device policy (`registry`), and `Device` with its handles (`device`).
+"""Backend plugins: the contract (`backend`, and its pluggy side `hooks`), entry-point discovery
+(`discovery`), the registry with quarantine and default-device policy (`registry`), and `Device`
+with its handles (`device`).
 
 This package re-exports the public names, so plugins write ``from uops.plugins import Backend, hookimpl``.
+The pluggy names load when first asked for (a plugin module's import does that), so listing
+devices imports no pluggy, and ``Target`` loads the renderer layer (and the IR under it) when first asked for.
 """
 
+from uops.plugins.backend import PRIORITY, Backend, PluginError
 from uops.plugins.device import Device, DeviceHandle, Devices, register_backend, unregister_backend
-from uops.plugins.hooks import PRIORITY, Backend, PluginError, UopsHookSpec, hookimpl, hookspec
 from uops.plugins.registry import PluginStatus, Registry, canonical_device
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from uops.plugins.hooks import UopsHookSpec, hookimpl, hookspec
     from uops.renderer import Target
+
+#: public name -> the module that defines it, imported on first use
+_LAZY = {
+    "hookimpl": "uops.plugins.hooks",
+    "hookspec": "uops.plugins.hooks",
+    "UopsHookSpec": "uops.plugins.hooks",
+    "Target": "uops.renderer",
+}
 
 
 def __getattr__(name: str) -> object:
-    if name == "Target":  # the renderer layer (and the IR under it) is imported when first asked for
-        from uops.renderer import Target
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'uops.plugins' has no attribute {name!r}")
+    value = getattr(__import__(module, fromlist=(name,)), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return Target
-    raise AttributeError(f"module 'uops.plugins' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -8,14 +8,16 @@ compiler and runtime are created on first use. ``Device["CUDA"].target("sm_80")`
 from __future__ import annotations
 
 import _thread  # threading's RLock without importing threading (~1 ms at every start)
-from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
 
-from uops.plugins.hooks import Backend, PluginError
+from uops.plugins.backend import Backend, PluginError
 from uops.plugins.registry import Registry, _Record
 
+TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from uops.compiler import Compiler
     from uops.renderer import Renderer, Target
     from uops.runtime import Allocator, Runtime

@@ -1,54 +1,23 @@
-"""The plugin contract: the pluggy hook a plugin implements, the `Backend` it returns, and `PluginError`."""
+"""The pluggy side of the plugin contract: the hook markers, the hook a plugin implements, and the manager.
+
+Imported with the first plugin module (its ``from uops.plugins import hookimpl``) or when the
+registry first calls a hook; listing devices never imports pluggy.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+import types
 
 import pluggy
 
-if TYPE_CHECKING:
-    from uops.compiler import Compiler
-    from uops.renderer import Renderer
-    from uops.runtime import Runtime
+from uops.plugins.backend import PRIORITY, Backend, PluginError
 
-__all__ = ["PRIORITY", "Backend", "PluginError", "UopsHookSpec", "hookimpl", "hookspec"]
+__all__ = ["PRIORITY", "Backend", "HookManager", "PluginError", "UopsHookSpec", "hookimpl", "hookspec"]
 
-hookspec = pluggy.HookspecMarker("uops")
-hookimpl = pluggy.HookimplMarker("uops")
-
-
-class PluginError(RuntimeError):
-    """A backend cannot be used: which plugin, what went wrong, and what to do about it."""
-
-
-#: Documented priorities for `Device.DEFAULT` (highest usable wins; PYTHON is always last).
-PRIORITY = {"CUDA": 100, "AMD": 90, "METAL": 80, "CPU": 50, "EMULATED": 20, "PYTHON": 0}
-
-
-class Backend(NamedTuple):
-    """One device's factories and probes (a named tuple: cheaper to define than a dataclass, at every start).
-
-    The factories are called lazily, so a plugin imports its heavy dependencies only when the
-    device is used. ``renderer(arch)`` / ``compiler(arch)`` take an architecture from
-    ``targets`` (``None`` = the backend's default, normally the host or the first target) and
-    must work without the hardware, so cross-compiling works anywhere the toolchain does.
-    ``probe_compile`` / ``probe_runtime`` return ``None`` when the toolchain / the hardware and
-    driver are present, else a reason that says how to fix it. Probes run to choose
-    `Device.DEFAULT`, so they must be cheap: no vendor bindings, no numpy (see docs/plugin-guide.md).
-
-    ``priority`` picks `Device.DEFAULT` among the usable devices: CUDA 100, AMD 90, METAL 80,
-    CPU 50, emulated devices 20, PYTHON 0 (always last). Unlisted real hardware: pick by analogy.
-    """
-
-    device: str
-    renderer: Callable[[str | None], Renderer]
-    compiler: Callable[[str | None], Compiler]
-    runtime: Callable[[], Runtime]
-    probe_compile: Callable[[], str | None]
-    probe_runtime: Callable[[], str | None]
-    targets: tuple[str, ...] = ()
-    priority: int = 10
+PROJECT = "uops"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+_IMPL_ATTR = PROJECT + "_impl"  # where pluggy's HookimplMarker leaves a hookimpl's options
 
 
 class UopsHookSpec:
@@ -57,3 +26,48 @@ class UopsHookSpec:
     @hookspec
     def uops_backends(self) -> list[Backend]:  # type: ignore[empty-body]
         """Return the backends this plugin provides, one per device name it declared as an entry point."""
+
+
+def _marker_attribute_holds() -> bool:
+    """Whether pluggy's HookimplMarker still leaves its options in the function's ``uops_impl`` attribute."""
+
+    def marked() -> None:
+        """A function to mark."""
+
+    hookimpl(marked)
+    return isinstance(marked.__dict__.get(_IMPL_ATTR), dict)
+
+
+class HookManager(pluggy.PluginManager):
+    """pluggy's PluginManager for project ``uops``, with the hook spec added, that registers a module quickly.
+
+    ``register`` asks `parse_hookimpl_opts` about every name in the plugin's namespace, and pluggy's
+    answer looks each one up with ``inspect.getattr_static`` (about 10 us a name, a millisecond or
+    two per start over the plugins' modules). A plain function in a module's namespace that carries
+    no marker options cannot be a hookimpl, so it is skipped here, and so is a value that is neither a
+    function, a method nor a static or class method (pluggy skips those too); every other name (a
+    marked function, with or without ``specname``; a name the namespace lacks) gets pluggy's own answer.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT)
+        self._fast = _marker_attribute_holds()  # a pluggy that marks hookimpls otherwise gets no shortcut
+        self.add_hookspecs(UopsHookSpec)
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> pluggy.HookimplOpts | None:
+        if self._fast and type(plugin) is types.ModuleType and name in plugin.__dict__:
+            value = plugin.__dict__[name]
+            if type(value) is types.FunctionType:
+                if _IMPL_ATTR not in value.__dict__:
+                    return None
+            elif not isinstance(value, (staticmethod, classmethod, types.MethodType)):
+                return None
+        return super().parse_hookimpl_opts(plugin, name)
+
+    def parse_hookspec_opts(self, module_or_class: types.ModuleType | type, name: str) -> pluggy.HookspecOpts | None:
+        """A plain class's names that only `object` defines (slot wrappers, builtin methods) are no hookspecs."""
+        if type(module_or_class) is type and all(
+            name not in klass.__dict__ for klass in module_or_class.__mro__ if klass is not object
+        ):
+            return None
+        return super().parse_hookspec_opts(module_or_class, name)

@@ -16,17 +16,18 @@ Environment:
 from __future__ import annotations
 
 import _thread  # threading's RLock without importing threading (~1 ms at every start)
-import importlib
 import os
-from collections.abc import Iterator
-from typing import NamedTuple
 
-import pluggy
-
+from uops.plugins.backend import Backend, FrozenValue, PluginError
 from uops.plugins.discovery import ENTRY_POINT_GROUP, DistMetadata, EntryPoint, entry_points
-from uops.plugins.hooks import Backend, PluginError, UopsHookSpec
 from uops.plugins.versions import SpecifierError, normalize_dist, specifier_contains, uops_range
 from uops.version import __version__ as _core_version
+
+TYPE_CHECKING = False  # typing is not imported at run time (nor pluggy: see `_plugin_manager`)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from uops.plugins.hooks import HookManager
 
 __all__ = ["PluginStatus", "Registry", "canonical_device"]
 
@@ -43,8 +44,13 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-class PluginStatus(NamedTuple):
+class PluginStatus(FrozenValue):
     """What is installed for a device, and whether it works (one row of `uops devices`)."""
+
+    __slots__ = (
+        "device", "module", "distribution", "version", "api_range", "status", "reason", "fix", "targets",
+        "compile_ok", "compile_reason", "runtime_ok", "runtime_reason", "priority", "builtin",
+    )  # fmt: skip
 
     device: str
     module: str
@@ -62,6 +68,17 @@ class PluginStatus(NamedTuple):
     priority: int | None
     builtin: bool
 
+    def __init__(
+        self, *, device: str, module: str, distribution: str | None, version: str | None, api_range: str | None,
+        status: str, reason: str | None, fix: str | None, targets: tuple[str, ...], compile_ok: bool | None,
+        compile_reason: str | None, runtime_ok: bool | None, runtime_reason: str | None, priority: int | None,
+        builtin: bool,
+    ) -> None:  # fmt: skip
+        self._set((
+            device, module, distribution, version, api_range, status, reason, fix, targets, compile_ok,
+            compile_reason, runtime_ok, runtime_reason, priority, builtin,
+        ))  # fmt: skip
+
 
 class _Record:
     """What the registry knows about one device name (mutable; guarded by the registry lock)."""
@@ -69,6 +86,7 @@ class _Record:
     __slots__ = (
         "device", "module", "entry_point", "builtin", "registered", "conflicts", "state", "reason", "fix", "error",
         "meta_read", "distribution", "version", "api_range", "backend", "compile_reason", "runtime_reason",
+        "runtime_probed",
     )  # fmt: skip
 
     def __init__(
@@ -93,6 +111,7 @@ class _Record:
         self.backend: Backend | None = None
         self.compile_reason: str | None = None
         self.runtime_reason: str | None = None
+        self.runtime_probed = False  # Device.DEFAULT runs the runtime probe alone first
 
     def who(self) -> str:
         """The plugin, for messages: distribution + version + module."""
@@ -149,7 +168,7 @@ class Registry:
         self._module_results: dict[str, list[Backend] | BaseException] = {}
         self._dist_metadata: dict[str, DistMetadata | None] = {}  # by .dist-info path: read once per distribution
         self._registered: dict[str, Backend] = {}
-        self._pm: pluggy.PluginManager | None = None
+        self._pm: HookManager | None = None
         self._default: str | None = None
 
     # ----- discovery (entry points only) -----
@@ -230,11 +249,11 @@ class Registry:
             self._default = None
 
     # ----- loading -----
-    def _plugin_manager(self) -> pluggy.PluginManager:
+    def _plugin_manager(self) -> HookManager:
         if self._pm is None:
-            pm = pluggy.PluginManager("uops")
-            pm.add_hookspecs(UopsHookSpec)
-            self._pm = pm
+            from uops.plugins.hooks import HookManager  # pluggy loads with the first hook called, not to list devices
+
+            self._pm = HookManager()
         return self._pm
 
     def _quarantine(self, rec: _Record, state: str, reason: str, fix: str, error: BaseException | None = None) -> None:
@@ -282,19 +301,23 @@ class Registry:
             return None
         return self._call_hook(rec)
 
-    def _probe(self, rec: _Record) -> None:
+    def _probe(self, rec: _Record, runtime_only: bool = False) -> None:
+        """Both probes (the record ends ok or unavailable), or with `runtime_only` the runtime probe alone
+        (the record stays hooked: a device that cannot run is passed over without its compile probe)."""
         if rec.state != "hooked":
             return
         with self._lock:
             if rec.state != "hooked":
                 return
-            self._probe_locked(rec)
+            self._probe_locked(rec, runtime_only)
 
-    def _probe_locked(self, rec: _Record) -> None:
+    def _probe_locked(self, rec: _Record, runtime_only: bool) -> None:
         backend = rec.backend
         assert backend is not None
         disable_hint = f"or disable it with UOPS_DISABLE_PLUGINS={rec.device}"
-        for which in ("compile", "runtime"):
+        for which in ("runtime",) if runtime_only else ("runtime", "compile"):
+            if which == "runtime" and rec.runtime_probed:
+                continue
             probe = backend.probe_compile if which == "compile" else backend.probe_runtime
             try:
                 result = probe()
@@ -314,7 +337,9 @@ class Registry:
             if which == "compile":
                 rec.compile_reason = result
             else:
-                rec.runtime_reason = result
+                rec.runtime_reason, rec.runtime_probed = result, True
+        if runtime_only:
+            return
         if rec.compile_reason is None and rec.runtime_reason is None:
             rec.state = "ok"
         else:
@@ -386,8 +411,10 @@ class Registry:
         return None
 
     def _run_module_hook(self, module_name: str) -> list[Backend] | BaseException:
+        from importlib import import_module  # the importlib package loads with pluggy: listing does without it
+
         try:
-            module = importlib.import_module(module_name)
+            module = import_module(module_name)
         except Exception as e:
             err = _ImportFailed(module_name)
             err.__cause__ = e
@@ -457,7 +484,8 @@ class Registry:
         """UOPS_DEVICE if set, else the usable device with the highest priority (PYTHON last).
 
         Every enabled plugin's hook is called (cheap: the hook module imports nothing heavy), but
-        only the probes of devices above the winner run, and PYTHON is loaded only when nothing else works.
+        only the probes of devices above the winner run (of one that cannot run here, only its runtime
+        probe), and PYTHON is loaded only when nothing else works.
         """
         env = os.environ.get("UOPS_DEVICE", "").strip()
         if env:
@@ -474,7 +502,10 @@ class Registry:
             if rec.backend is not None:
                 ranked.append((False, -rec.backend.priority, name, rec))
         for _last, _prio, name, rec in sorted(ranked, key=lambda t: t[:3]):
-            self._load(rec)
+            self._hook(rec)
+            self._probe(rec, runtime_only=True)  # no GPU here: its compile probe is not needed to pass it over
+            if rec.runtime_reason is None:
+                self._probe(rec)
             if rec.state == "ok":
                 self._default = name
                 return name

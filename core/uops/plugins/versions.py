@@ -5,8 +5,10 @@ A plugin's requirement on `uops` (its Requires-Dist) is the core API range it su
 
 from __future__ import annotations
 
-import re
-from typing import Any
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 
 class SpecifierError(ValueError):
@@ -38,6 +40,8 @@ class _Version:
 
     @staticmethod
     def parse(text: str) -> _Version:
+        import re  # only plain versions are common: listing and choosing a device do without re
+
         m = re.match(_VERSION_RE, text, re.IGNORECASE | re.VERBOSE)
         if m is None:
             raise SpecifierError(f"{text!r} is not a PEP 440 version")
@@ -166,6 +170,8 @@ def specifier_contains(specifier: str, version: str) -> bool:
 def _parsed_contains(specifier: str, version: str) -> bool:
     v = _Version.parse(version)
     clauses = [c for c in specifier.split(",") if c.strip()]
+    import re
+
     for clause in clauses:
         m = re.match(_CLAUSE_RE, clause)
         if m is None:
@@ -202,7 +208,7 @@ def _split_requirement(req: str) -> tuple[str, str, str | None] | None:
     return name, rest, marker if semi else None
 
 
-def uops_range(requires: list[str] | None) -> str | None:
+def uops_range(requires: Iterable[str] | None) -> str | None:
     """The version range a distribution requires of `uops` (None when it declares none)."""
     for req in requires or ():
         parts = _split_requirement(req)
