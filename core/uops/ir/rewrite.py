@@ -401,10 +401,16 @@ _COMPILED: dict[tuple[tuple[UPat, Callable[..., Any]], ...], Callable[[UOp, Any]
 class PatternMatcher:
     """Ordered rules. A rule's function gets the named captures (and ``ctx`` if it names it) and
     returns a replacement UOp, or None to decline. Rules are indexed by op; each op's rules are
-    compiled on first use into one Python function (shared by matchers with the same rules)."""
+    compiled on first use into one Python function (shared by matchers with the same rules).
 
-    def __init__(self, rules: Sequence[Rule]):
+    ``build``, when given, makes the node the remembering bottom-up walk rebuilds on new sources, from
+    its (op, dtype, src, arg): it may return what the matcher's first rules rewrite that node to (a
+    folded constant, a canonical order), so the node they would replace at once is never made. It
+    stays with the matcher's rules at the front: ``a + b`` keeps ``a``'s."""
+
+    def __init__(self, rules: Sequence[Rule], build: Callable[[Ops, DType, tuple[UOp, ...], Any], UOp] | None = None):
         self.rules = list(rules)
+        self.build = build
         self.by_op: dict[Ops, list[tuple[UPat, Callable[..., Any], bool]]] = {op: [] for op in Ops}
         for pat, fn in self.rules:
             if not isinstance(pat, UPat) or not callable(fn):
@@ -439,7 +445,7 @@ class PatternMatcher:
         return first_call
 
     def __add__(self, other: PatternMatcher) -> PatternMatcher:
-        return PatternMatcher(self.rules + other.rules)
+        return PatternMatcher(self.rules + other.rules, self.build)
 
     def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
         """The first rule result for ``u`` that is a new UOp, or None."""
@@ -470,10 +476,10 @@ def graph_rewrite(
     # UOps are an immutable DAG: a rewrite makes no reference cycles, so the cycle collector
     # would only rescan the many young nodes a rewrite allocates. Pause it for the walk.
     if not gc.isenabled():
-        return run(sink, pm.table, ctx, key)
+        return run(sink, pm, ctx, key)
     gc.disable()
     try:
-        return run(sink, pm.table, ctx, key)
+        return run(sink, pm, ctx, key)
     finally:
         gc.enable()
 
@@ -489,7 +495,8 @@ def _remember(replace: dict[UOp, UOp], key: object) -> None:
             _set_memo(n, (key, None if r is n else r))
 
 
-def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: None) -> UOp:
+def _bottom_up(sink: UOp, pm: PatternMatcher, ctx: Any, key: None) -> UOp:
+    table = pm.table
     replace: dict[UOp, UOp] = {}
     rget, rgetitem = replace.get, replace.__getitem__
     POST, LINK = _POST, _LINK
@@ -557,12 +564,13 @@ def _bottom_up(sink: UOp, table: list[Any], ctx: Any, key: None) -> UOp:
     return replace[sink]
 
 
-def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
+def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
     """Bottom-up with every result kept on its node (``remember``): the node's memo is the walk's
     record, so no dict is filled and copied out, and a node whose sources are already final (most
     of a small expression) is finished on its first visit; one that is not goes back under its
     sources. A node whose rule's result still needs the walk waits under ``LINK, result``."""
     fixed = (key, None)  # the memo of a node that is its own result
+    table, build = pm.table, pm.build
     set_memo, new, LINK = _set_memo, _new_uop, _LINK
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
@@ -593,7 +601,8 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
             if r0 is None and r1 is None:
                 x = n
             else:
-                x = new(UOp, n.op, n.dtype, (s0 if r0 is None else r0, s1 if r1 is None else r1), n.arg)
+                s2 = (s0 if r0 is None else r0, s1 if r1 is None else r1)
+                x = new(UOp, n.op, n.dtype, s2, n.arg) if build is None else build(n.op, n.dtype, s2, n.arg)
         elif src:
             waiting = False
             for s in reversed(src):
@@ -605,7 +614,10 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
             if waiting:
                 continue
             new_src = tuple([s if (r := s._memo[1]) is None else r for s in src])
-            x = n if all(map(_is, new_src, src)) else new(UOp, n.op, n.dtype, new_src, n.arg)
+            if all(map(_is, new_src, src)):
+                x = n
+            else:
+                x = new(UOp, n.op, n.dtype, new_src, n.arg) if build is None else build(n.op, n.dtype, new_src, n.arg)
         else:
             x = n
         if x is not n and (m := x._memo) is not None and m[0] is key:  # the rebuilt node was met before
@@ -630,7 +642,8 @@ def _bottom_up_kept(sink: UOp, table: list[Any], ctx: None, key: Any) -> UOp:
     return sink if done[1] is None else done[1]
 
 
-def _top_down(sink: UOp, table: list[Any], ctx: Any, key: object | None) -> UOp:
+def _top_down(sink: UOp, pm: PatternMatcher, ctx: Any, key: object | None) -> UOp:
+    table = pm.table
     replace: dict[UOp, UOp] = {}
     rget, rgetitem = replace.get, replace.__getitem__
     POST, LINK = _POST, _LINK

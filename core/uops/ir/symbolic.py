@@ -27,6 +27,7 @@ from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.ir.uop import (
     _ADD,
     _AND,
+    _BITCAST,
     _CAST,
     _CMPEQ,
     _CMPLT,
@@ -324,15 +325,17 @@ def _not_larger(new: UOp, old: UOp) -> bool:
 # rule functions
 # ----------------------------------------------------------------------------------------
 def _fold_alu(x: UOp) -> UOp | None:
-    dt = x.dtype
+    return _fold_parts(x.op, x.dtype, x.src)
+
+
+def _fold_parts(op: Ops, dt: DType, src: tuple[UOp, ...]) -> UOp | None:
+    """The constant an ALU op of constant sources folds to, or None (see _fold_value)."""
     if dt.count != 1:
         return None
-    src = x.src
     if len(src) == 2:
         # two Python ints (not bools): what the ALU table computes, without its general dispatch
         a, b = src[0].arg, src[1].arg
         if a.__class__ is int and b.__class__ is int:
-            op = x.op
             if op in _CMP3 and src[0].dtype.kind in "iu":
                 return UOp.const(dt, a < b if op is _CMPLT else a != b if op is _CMPNE else a == b)
             if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
@@ -343,7 +346,7 @@ def _fold_alu(x: UOp) -> UOp | None:
                 if op is _IDIV or op is _MOD:
                     q = idiv(a, b)  # wraps in UOp.const: INT_MIN IDIV -1 == INT_MIN
                     return UOp.const(dt, q if op is _IDIV else a - q * b if b else 0)
-    v = _fold_value(x.op, dt, src)
+    v = _fold_value(op, dt, src)
     return None if v is None else UOp.const(dt, v)
 
 
@@ -352,10 +355,14 @@ _RING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX})
 
 
 def _fold_cast(x: UOp, c: UOp) -> UOp | None:
-    if x.dtype.count != 1:
+    return _fold_cast_parts(x.op, x.dtype, c)
+
+
+def _fold_cast_parts(op: Ops, dt: DType, c: UOp) -> UOp | None:
+    if dt.count != 1:
         return None
-    v = _cast_const(c.arg, c.dtype, x.dtype) if x.op is _CAST else _bitcast_const(c.arg, c.dtype, x.dtype)
-    return None if v is None else UOp.const(x.dtype, v)
+    v = _cast_const(c.arg, c.dtype, dt) if op is _CAST else _bitcast_const(c.arg, c.dtype, dt)
+    return None if v is None else UOp.const(dt, v)
 
 
 def _const_right(x: UOp) -> UOp | None:
@@ -363,6 +370,29 @@ def _const_right(x: UOp) -> UOp | None:
     if a.op is _CONST and b.op is not _CONST:
         return _new_uop(UOp, x.op, x.dtype, (b, a), x.arg)
     return None
+
+
+def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object) -> UOp:
+    """The node simplify's walk rebuilds on new sources, with the first rules of symbolic_simple applied as
+    it is made (folding constants, constants to the right): the node they would replace is never built."""
+    if len(src) == 2:
+        a, b = src
+        if a.op is _CONST:
+            if b.op is not _CONST:
+                if op in _COMMUTATIVE:
+                    src = (b, a)
+            elif op in _ALU and (r := _fold_parts(op, dt, src)) is not None:
+                return r
+    elif len(src) == 1 and (op is _CAST or op is _BITCAST) and src[0].op is _CONST:
+        if (r := _fold_cast_parts(op, dt, src[0])) is not None:
+            return r
+    elif src and op in _ALU and all(s.op is _CONST for s in src) and (r := _fold_parts(op, dt, src)) is not None:
+        return r
+    return _new_uop(UOp, op, dt, src, arg)
+
+
+_ALU = GroupOp.ALU
+_COMMUTATIVE = GroupOp.Commutative
 
 
 def _is_neg_zero(v: ConstType) -> bool:
@@ -802,7 +832,7 @@ _bin_with_const = (UPat.var("a"), _cv)
 
 symbolic_simple = PatternMatcher(
     [
-        # constant folding
+        # constant folding (_build_node applies these and the next as the walk rebuilds a node)
         (UPat(GroupOp.ALU, src=UPat(Ops.CONST), name="x"), _fold_alu),
         (UPat((Ops.CAST, Ops.BITCAST), src=(_cv,), name="x"), _fold_cast),
         # canonical order: constants to the right of commutative ops
@@ -825,7 +855,8 @@ symbolic_simple = PatternMatcher(
         (UPat(Ops.MUL, src=(UPat(Ops.NEG, src=(UPat.var("y"),)), _cv), name="x"), _mul_neg),
         # select
         (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("b"))), _where),
-    ]
+    ],
+    build=_build_node,
 )
 
 symbolic = symbolic_simple + PatternMatcher(
