@@ -50,7 +50,6 @@ from uops.ir.uop import (
     _new_uop,
     _set_flat,
     _set_memo,
-    _set_vrange,
 )
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
@@ -224,45 +223,49 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
         if bd is not dt:
             bounds = None  # mixed dtypes: ranges are left to _range
         if acc is None:
-            acc = (
-                b
-                if c == 1
-                else (_new_uop(UOp, _NEG, bd, (b,)) if c == -1 else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, c))))
-            )
+            if c == 1:
+                acc = b
+                if bounds is not None:
+                    lo, hi = b._vrange or b._range()
+                continue
+            r = None
             if bounds is not None:
                 lo, hi = b._vrange or b._range()
-                if c != 1:
-                    lo, hi = (-hi, -lo) if c == -1 else (lo * c, hi * c) if c > 0 else (hi * c, lo * c)
-                    if not bounds[0] <= lo <= hi <= bounds[1]:
-                        lo, hi = bounds
-                    if acc._vrange is None:
-                        _set_vrange(acc, (lo, hi))
+                lo, hi = (-hi, -lo) if c == -1 else (lo * c, hi * c) if c > 0 else (hi * c, lo * c)
+                if not bounds[0] <= lo <= hi <= bounds[1]:
+                    lo, hi = bounds
+                r = (lo, hi)
+            acc = (
+                _new_uop(UOp, _NEG, bd, (b,), None, r)
+                if c == -1
+                else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, c)), None, r)
+            )
             continue
         m = c if c > 0 else -c
-        t = b if m == 1 else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
-        acc = _new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
-        if bounds is not None:
-            t0, t1 = b._vrange or b._range()
-            if m != 1:
-                t0, t1 = t0 * m, t1 * m
-                if not bounds[0] <= t0 <= t1 <= bounds[1]:
-                    t0, t1 = bounds
-                if t._vrange is None:
-                    _set_vrange(t, (t0, t1))
-            lo, hi = (lo + t0, hi + t1) if c > 0 else (lo - t1, hi - t0)
-            if not bounds[0] <= lo <= hi <= bounds[1]:
-                lo, hi = bounds
-            if acc._vrange is None:
-                _set_vrange(acc, (lo, hi))
+        if bounds is None:
+            t = b if m == 1 else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
+            acc = _new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
+            continue
+        t0, t1 = b._vrange or b._range()
+        if m == 1:
+            t = b
+        else:
+            t0, t1 = t0 * m, t1 * m
+            if not bounds[0] <= t0 <= t1 <= bounds[1]:
+                t0, t1 = bounds
+            t = _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)), None, (t0, t1))
+        lo, hi = (lo + t0, hi + t1) if c > 0 else (lo - t1, hi - t0)
+        if not bounds[0] <= lo <= hi <= bounds[1]:
+            lo, hi = bounds
+        acc = _new_uop(UOp, _ADD if c > 0 else _SUB, dt, (acc, t), None, (lo, hi))
     if acc is None:
         return like.const_like(k)
     # a constant that wraps to 0 is left out; one inside the dtype's range does not wrap (no truncate call)
     if bounds is not None and bounds[0] <= k <= bounds[1]:
         if k:
-            acc = _new_uop(UOp, _ADD, dt, (acc, UOp.const(dt, k)))
-            if acc._vrange is None:
-                lo, hi = lo + k, hi + k
-                _set_vrange(acc, (lo, hi) if bounds[0] <= lo <= hi <= bounds[1] else bounds)
+            lo, hi = lo + k, hi + k
+            r = (lo, hi) if bounds[0] <= lo <= hi <= bounds[1] else bounds
+            acc = _new_uop(UOp, _ADD, dt, (acc, UOp.const(dt, k)), None, r)
     elif k and truncate(k, dt):
         acc = _new_uop(UOp, _ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
     return acc

@@ -95,7 +95,16 @@ class UOp(_UOpFields):
     _flat: dict[UOp, int] | None
     _memo: tuple[object, UOp | None] | None
 
-    def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+    def __new__(
+        cls,
+        op: Ops,
+        dtype: DType = dtypes.void,
+        src: tuple[UOp, ...] = (),
+        arg: Any = None,
+        _known_range: tuple[ConstType, ConstType] | None = None,
+    ) -> UOp:
+        # _known_range (internal): the node's value range, proven by the caller (what _compute_range gives),
+        # kept when the node has none yet: a new node takes it with the other fields, no setter call
         global _dt_last
         tok: tuple[DType, int] | None
         if (tok := _dt_last)[0] is not dtype:
@@ -109,13 +118,15 @@ class UOp(_UOpFields):
         except TypeError:
             raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
         if ref is not None and (hit := ref()) is not None:
+            if _known_range is not None and hit._vrange is None:
+                _set_vrange(hit, _known_range)
             return hit
         node: Any = _UOpFields()  # the class call allocates faster than object.__new__(cls)
         node.op = op
         node.dtype = dtype
         node.src = src
         node.arg = arg
-        node._vrange = None
+        node._vrange = _known_range
         node._flat = None
         node._memo = None
         node.__class__ = cls
@@ -125,6 +136,8 @@ class UOp(_UOpFields):
         # return its node. A dead entry (its node freed, its callback not yet run) is removed and we retry.
         while (cur := _setdefault(key, ref)) is not ref:
             if (hit := cur()) is not None:
+                if _known_range is not None and hit._vrange is None:
+                    _set_vrange(hit, _known_range)
                 return hit
             _remove_dead_weakref(_cache, key)
         return node
