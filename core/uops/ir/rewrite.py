@@ -18,7 +18,7 @@ from typing import Any
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
-from uops.ir.uop import UOp, _new_uop, _set_memo
+from uops.ir.uop import UOp, _new_uop
 
 _ANY = object()
 
@@ -491,8 +491,8 @@ def graph_rewrite(
 def _remember(replace: dict[UOp, UOp], key: object) -> None:
     """Keep each reached node's result on the node for later walks with the same matcher and direction."""
     for n, r in replace.items():
-        if (m := n._memo) is None or m[0] is not key:
-            _set_memo(n, (key, None if r is n else r))
+        if (m := n._ref.memo) is None or m[0] is not key:
+            n._ref.memo = (key, None if r is n else r)
 
 
 def _bottom_up(sink: UOp, pm: PatternMatcher, ctx: Any, key: None) -> UOp:
@@ -571,22 +571,22 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
     sources. A node whose rule's result still needs the walk waits under ``LINK, result``."""
     fixed = (key, None)  # the memo of a node that is its own result
     table, build = pm.table, pm.build
-    set_memo, new, LINK = _set_memo, _new_uop, _LINK
+    new, LINK = _new_uop, _LINK
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
     while stack:
         n = pop()
         if n is LINK:  # the rule's result is final now: so is the node's
             r = pop()
-            m = r._memo
-            set_memo(pop(), (key, r) if m[1] is None else m)
+            m = r._ref.memo
+            pop()._ref.memo = (key, r) if m[1] is None else m
             continue
-        if (m := n._memo) is not None and m[0] is key:
+        if (m := n._ref.memo) is not None and m[0] is key:
             continue
         src = n.src
         if len(src) == 2:  # most nodes: the two sources without a loop or a tuple
             s0, s1 = src
-            m0, m1 = s0._memo, s1._memo
+            m0, m1 = s0._ref.memo, s1._ref.memo
             if m1 is None or m1[0] is not key:
                 push(n)
                 push(s1)
@@ -606,39 +606,39 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
         elif src:
             waiting = False
             for s in reversed(src):
-                if (m := s._memo) is None or m[0] is not key:
+                if (m := s._ref.memo) is None or m[0] is not key:
                     if not waiting:
                         push(n)
                         waiting = True
                     push(s)
             if waiting:
                 continue
-            new_src = tuple([s if (r := s._memo[1]) is None else r for s in src])
+            new_src = tuple([s if (r := s._ref.memo[1]) is None else r for s in src])
             if all(map(_is, new_src, src)):
                 x = n
             else:
                 x = new(UOp, n.op, n.dtype, new_src, n.arg) if build is None else build(n.op, n.dtype, new_src, n.arg)
         else:
             x = n
-        if x is not n and (m := x._memo) is not None and m[0] is key:  # the rebuilt node was met before
-            set_memo(n, (key, x) if m[1] is None else m)
+        if x is not n and (m := x._ref.memo) is not None and m[0] is key:  # the rebuilt node was met before
+            n._ref.memo = (key, x) if m[1] is None else m
             continue
         f = table[x.op]
         if f is None or (r := f(x, None)) is None:
             if x is not n:
-                set_memo(x, fixed)
-                set_memo(n, (key, x))
+                x._ref.memo = fixed
+                n._ref.memo = (key, x)
             else:
-                set_memo(n, fixed)
+                n._ref.memo = fixed
             continue
-        if (m := r._memo) is not None and m[0] is key:  # a result known to be final (a rule may mark it so)
-            set_memo(n, (key, r) if m[1] is None else m)
+        if (m := r._ref.memo) is not None and m[0] is key:  # a result known to be final (a rule may mark it so)
+            n._ref.memo = (key, r) if m[1] is None else m
             continue
         push(n)
         push(r)
         push(LINK)
         push(r)
-    done: Any = sink._memo
+    done: Any = sink._ref.memo
     return sink if done[1] is None else done[1]
 
 
@@ -690,7 +690,7 @@ def _top_down(sink: UOp, pm: PatternMatcher, ctx: Any, key: object | None) -> UO
         else:
             if e in replace:
                 continue
-            if key is not None and (m := e._memo) is not None and m[0] is key:
+            if key is not None and (m := e._ref.memo) is not None and m[0] is key:
                 replace[e] = e if m[1] is None else m[1]
                 continue
             f = table[e.op]

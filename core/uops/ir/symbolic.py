@@ -48,8 +48,6 @@ from uops.ir.uop import (
     ConstType,
     UOp,
     _new_uop,
-    _set_flat,
-    _set_memo,
 )
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
@@ -109,7 +107,7 @@ def _is_int(u: UOp) -> bool:
 
 def _exact(u: UOp) -> bool:
     """True when the range of integer node ``u`` proves it did not wrap (not the whole dtype)."""
-    lo, hi = u._vrange or u._range()
+    lo, hi = u._ref.vrange or u._range()
     dt = u.dtype
     e = _INT_BOUNDS_ID.get(id(dt))
     dmin, dmax = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
@@ -156,7 +154,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
         if op is _ADD or op is _SUB or op is _NEG or (op is _MUL and n.src[1].op is _CONST):
             skel += 1
             if ok:
-                lo, hi = n._vrange or n._range()
+                lo, hi = n._ref.vrange or n._range()
                 if lo == dmin and hi == dmax:
                     ok = False
             src = n.src
@@ -215,7 +213,7 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
         if acc.dtype is not dt:
             bounds = None
         elif bounds is not None:
-            lo, hi = acc._vrange or acc._range()
+            lo, hi = acc._ref.vrange or acc._range()
     for b, c in terms:
         if c == 0:
             continue
@@ -226,11 +224,11 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
             if c == 1:
                 acc = b
                 if bounds is not None:
-                    lo, hi = b._vrange or b._range()
+                    lo, hi = b._ref.vrange or b._range()
                 continue
             r = None
             if bounds is not None:
-                lo, hi = b._vrange or b._range()
+                lo, hi = b._ref.vrange or b._range()
                 lo, hi = (-hi, -lo) if c == -1 else (lo * c, hi * c) if c > 0 else (hi * c, lo * c)
                 if not bounds[0] <= lo <= hi <= bounds[1]:
                     lo, hi = bounds
@@ -246,7 +244,7 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
             t = b if m == 1 else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
             acc = _new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
             continue
-        t0, t1 = b._vrange or b._range()
+        t0, t1 = b._ref.vrange or b._range()
         if m == 1:
             t = b
         else:
@@ -518,7 +516,7 @@ def _bool_cmp_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
 
 
 def _range_fold(x: UOp) -> UOp | None:
-    lo, hi = x._vrange or x._range()
+    lo, hi = x._ref.vrange or x._range()
     if lo != hi:
         return None
     dt = x.dtype
@@ -546,14 +544,14 @@ def _collect(x: UOp) -> UOp | None:
     whose range is one value. The range is asked of the node the rule returns: a sum that is rebuilt
     never needs its own (the rebuilt one's range is at least as narrow, and is known as it is built)."""
     if not _is_int(x):
-        lo, hi = x._vrange or x._range()
+        lo, hi = x._ref.vrange or x._range()
         return UOp.const(x.dtype, lo) if lo == hi and x.dtype.count == 1 else None
     a, b = x.src
-    # x._flat, a structural fact kept on the node: the bases of x's flattening when they are distinct,
+    # x._ref.flat, a structural fact kept on the node: the bases of x's flattening when they are distinct,
     # with no constant and no (y//c, y%c) pair to recombine. Then x + c flattens to the same terms and
     # one constant, last; x +/- t*k, t a new base that is no IDIV or MOD, to distinct bases and no pair
     # (the pairs only involve IDIV and MOD bases). Nothing changes either way.
-    ta = a._flat
+    ta = a._ref.flat
     if ta is not None:
         if b.op is _CONST:
             if x.op is _ADD:
@@ -563,7 +561,7 @@ def _collect(x: UOp) -> UOp | None:
             if bb not in ta and bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb):
                 t = ta.copy()
                 t[bb] = 1
-                _set_flat(x, t)
+                x._ref.flat = t
                 return _kept(x)
     if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
         ba = a.src[0] if a.op is _MUL and a.src[1].op is _CONST else a
@@ -571,7 +569,7 @@ def _collect(x: UOp) -> UOp | None:
         if ba is not bb and _leaf(ba) and (_leaf(bb) or (b.op is _CONST and x.op is _ADD)):
             if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
                 if b.op is not _CONST:
-                    _set_flat(x, {ba: 1, bb: 1})  # two distinct bases that do not pair, no constant
+                    x._ref.flat = {ba: 1, bb: 1}  # two distinct bases that do not pair, no constant
                 return _kept(x)
     # (y + k1) + k2 and (y + k) +/- t*m, with y a sum as _build writes it and t a new base that pairs with
     # nothing: the rebuild below would give y's terms again in y's order, so y is continued, not rebuilt
@@ -608,7 +606,7 @@ def _collect(x: UOp) -> UOp | None:
                         divs.setdefault(y.src, y)
                     changed = True
     if not changed and f.nconst == 0:
-        _set_flat(x, terms)
+        x._ref.flat = terms
     const_last = x.op is _ADD and x.src[1].op is _CONST
     if not changed and not (f.nconst == 1 and not const_last):
         return _kept(x)
@@ -624,11 +622,11 @@ def _collect(x: UOp) -> UOp | None:
     if out is x:
         return _kept(x)
     if out.op is not _CONST:
-        lo, hi = out._vrange or out._range()
+        lo, hi = out._ref.vrange or out._range()
         if lo == hi:
             return UOp.const(x.dtype, lo)
-    if settled and ((memo := out._memo) is None or memo[0] is not _FINAL[0]):
-        _set_memo(out, _FINAL)  # a fixed point of every rule: the walk need not offer it to them again
+    if settled and ((memo := out._ref.memo) is None or memo[0] is not _FINAL[0]):
+        out._ref.memo = _FINAL  # a fixed point of every rule: the walk need not offer it to them again
     return out
 
 
@@ -678,21 +676,21 @@ def _continued(x: UOp, y: UOp, extra: list[tuple[UOp, int]], k: int, settled: bo
     """_collect's result for a sum whose terms are y's and then ``extra``, constant k (see _spine)."""
     out = _build(extra, k, x, y)
     if out.op is not _CONST:
-        lo, hi = out._vrange or out._range()
+        lo, hi = out._ref.vrange or out._range()
         if lo == hi:
             return UOp.const(x.dtype, lo)
     if settled and extra:
         b, c = extra[0]
         lim = _INT_BOUNDS_ID[id(x.dtype)][1][1] >> 1  # settled: x's dtype is a signed integer one
         settled = b.dtype is x.dtype and -lim < c < lim
-    if settled and ((memo := out._memo) is None or memo[0] is not _FINAL[0]):
-        _set_memo(out, _FINAL)
+    if settled and ((memo := out._ref.memo) is None or memo[0] is not _FINAL[0]):
+        out._ref.memo = _FINAL
     return out
 
 
 def _kept(x: UOp) -> UOp | None:
     """What _collect returns for an integer sum it keeps: its constant if its range is one value."""
-    lo, hi = x._vrange or x._range()
+    lo, hi = x._ref.vrange or x._range()
     return UOp.const(x.dtype, lo) if lo == hi else None
 
 

@@ -20,10 +20,19 @@ from uops.ir.ops import AxisType, GroupOp, Ops
 
 
 class _Ref(weakref.ref):
-    """A weak reference that remembers its cache key (C-level construction, unlike weakref.KeyedRef)."""
+    """A node's cache entry: a weak reference that remembers its cache key (C-level construction, unlike
+    weakref.KeyedRef), and the node's lazily known facts. The facts live here, reached by the node's ``_ref``,
+    because the entry takes plain attribute stores: the node's own ``__setattr__`` refuses them, and a slot
+    setter call costs ~1,000 instructions in 3.11."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "vrange", "flat", "memo")
     key: tuple
+    # the node's value range (see UOp._range); None until it is known
+    vrange: tuple[ConstType, ConstType] | None
+    # symbolic's fact about an integer sum (see symbolic._collect); None until it is known
+    flat: dict[UOp, int] | None
+    # (key, result) of the last remembering graph_rewrite that reached this node; result None: itself
+    memo: tuple[object, UOp | None] | None
 
 
 # the hash-consing cache: key -> weak reference to the node; a dead node's entry removes itself.
@@ -80,9 +89,8 @@ class _UOpFields:
     ``__setattr__`` refuses them, and a setter call per field costs more than the rest of a new
     node), and then becomes a UOp before anyone else can see it."""
 
-    # _flat: symbolic's fact about an integer sum (see symbolic._collect); None until it is known
-    # _memo: (key, result) of the last remembering graph_rewrite that reached this node; result None: itself
-    __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_flat", "_memo", "__weakref__")
+    # _ref: the node's cache entry, which also holds its lazily known facts
+    __slots__ = ("op", "dtype", "src", "arg", "_ref", "__weakref__")
 
 
 class UOp(_UOpFields):
@@ -91,9 +99,7 @@ class UOp(_UOpFields):
     dtype: DType
     src: tuple[UOp, ...]
     arg: Any
-    _vrange: tuple[ConstType, ConstType] | None
-    _flat: dict[UOp, int] | None
-    _memo: tuple[object, UOp | None] | None
+    _ref: _Ref
 
     def __new__(
         cls,
@@ -118,26 +124,26 @@ class UOp(_UOpFields):
         except TypeError:
             raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
         if ref is not None and (hit := ref()) is not None:
-            if _known_range is not None and hit._vrange is None:
-                _set_vrange(hit, _known_range)
+            if _known_range is not None and ref.vrange is None:
+                ref.vrange = _known_range
             return hit
         node: Any = _UOpFields()  # the class call allocates faster than object.__new__(cls)
         node.op = op
         node.dtype = dtype
         node.src = src
         node.arg = arg
-        node._vrange = _known_range
-        node._flat = None
-        node._memo = None
+        node._ref = ref = _Ref(node, _remove_dead)
         node.__class__ = cls
-        ref = _Ref(node, _remove_dead)
         ref.key = key
+        ref.vrange = _known_range
+        ref.flat = None
+        ref.memo = None
         # insert-if-absent is atomic: a thread that built the same node a moment earlier wins, and we
         # return its node. A dead entry (its node freed, its callback not yet run) is removed and we retry.
         while (cur := _setdefault(key, ref)) is not ref:
             if (hit := cur()) is not None:
-                if _known_range is not None and hit._vrange is None:
-                    _set_vrange(hit, _known_range)
+                if _known_range is not None and hit._ref.vrange is None:
+                    hit._ref.vrange = _known_range
                 return hit
             _remove_dead_weakref(_cache, key)
         return node
@@ -401,32 +407,45 @@ class UOp(_UOpFields):
         return self._range()[1]
 
     def _range(self) -> tuple[ConstType, ConstType]:
-        r = self._vrange
+        r = self._ref.vrange
         if r is not None:
             return r
         for s in self.src:
-            if s._vrange is None:
+            if s._ref.vrange is None:
                 break
         else:  # the common case while rewriting: the sources are known, no walk needed
             r = _compute_range(self)
-            _set_vrange(self, r)
+            self._ref.vrange = r
             return r
         # post-order over the nodes whose range is unknown (a rule's new subexpression, a fresh graph)
         stack = [self]
         while stack:
             node = stack[-1]
-            if node._vrange is not None:
+            if node._ref.vrange is not None:
                 stack.pop()
                 continue
             n = len(stack)
             for s in node.src:
-                if s._vrange is None:
+                if s._ref.vrange is None:
                     stack.append(s)
             if len(stack) > n:
                 continue
             stack.pop()
-            _set_vrange(node, _compute_range(node))
-        return self._vrange  # type: ignore[return-value]
+            node._ref.vrange = _compute_range(node)
+        return self._ref.vrange  # type: ignore[return-value]
+
+    # the lazily known facts, read-only here (the hot paths read and set them on ``_ref`` directly)
+    @property
+    def _vrange(self) -> tuple[ConstType, ConstType] | None:
+        return self._ref.vrange
+
+    @property
+    def _flat(self) -> dict[UOp, int] | None:
+        return self._ref.flat
+
+    @property
+    def _memo(self) -> tuple[object, UOp | None] | None:
+        return self._ref.memo
 
     def const_value(self) -> ConstType | None:
         return self.arg if self.op is _CONST else None
@@ -455,10 +474,6 @@ class UOp(_UOpFields):
 
 # UOp's constructor without the class call around it, for the places that build many nodes
 _new_uop = UOp.__new__
-# the lazily known facts of a node are set through its slots (UOp.__setattr__ refuses plain stores)
-_set_vrange: Callable[[UOp, Any], None] = _UOpFields.__dict__["_vrange"].__set__
-_set_flat: Callable[[UOp, Any], None] = _UOpFields.__dict__["_flat"].__set__
-_set_memo: Callable[[UOp, Any], None] = _UOpFields.__dict__["_memo"].__set__
 
 
 def _float_key(x: float) -> tuple[type, str]:
@@ -555,8 +570,8 @@ def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
         # unusual (a float or out-of-range bound, a wide multiplier) falls through to the general code.
         if op in _FAST_BINARY:
             s = u.src
-            a0, a1 = s[0]._vrange or s[0]._range()
-            b0, b1 = s[1]._vrange or s[1]._range()
+            a0, a1 = s[0]._ref.vrange or s[0]._range()
+            b0, b1 = s[1]._ref.vrange or s[1]._range()
             if op is _ADD:
                 lo, hi = a0 + b0, a1 + b1
             elif op is _MUL and b0 == b1 and b0 >= 0:
