@@ -360,6 +360,11 @@ def _fold_cast(x: UOp, c: UOp) -> UOp | None:
 
 
 def _fold_cast_parts(op: Ops, dt: DType, c: UOp) -> UOp | None:
+    v = c.arg
+    if op is _CAST and (v.__class__ is int or v.__class__ is bool):
+        # an int or bool to a scalar integer dtype that holds it: the value itself (what truncate gives)
+        if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt and e[1][0] <= (v := v + 0) <= e[1][1]:
+            return UOp.const(dt, v)
     if dt.count != 1:
         return None
     v = _cast_const(c.arg, c.dtype, dt) if op is _CAST else _bitcast_const(c.arg, c.dtype, dt)
