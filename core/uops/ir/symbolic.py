@@ -548,9 +548,10 @@ def _collect(x: UOp) -> UOp | None:
     """Collect like terms and constants of an integer sum, recombine (y//c)*c + y%c into y, and fold a sum
     whose range is one value. The range is asked of the node the rule returns: a sum that is rebuilt
     never needs its own (the rebuilt one's range is at least as narrow, and is known as it is built)."""
-    if not _is_int(x):
+    dt = x.dtype
+    if dt.count != 1 or (dt.kind != "i" and dt.kind != "u"):  # not _is_int(x), spelled out: the hottest rule
         lo, hi = x._ref.vrange or x._range()
-        return UOp.const(x.dtype, lo) if lo == hi and x.dtype.count == 1 else None
+        return UOp.const(dt, lo) if lo == hi and dt.count == 1 else None
     a, b = x.src
     # x._ref.flat, a structural fact kept on the node: the bases of x's flattening when they are distinct,
     # with no constant and no (y//c, y%c) pair to recombine. Then x + c flattens to the same terms and
@@ -571,7 +572,10 @@ def _collect(x: UOp) -> UOp | None:
     if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
         ba = a.src[0] if a.op is _MUL and a.src[1].op is _CONST else a
         bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
-        if ba is not bb and _leaf(ba) and (_leaf(bb) or (b.op is _CONST and x.op is _ADD)):
+        ao, bo = ba.op, bb.op  # _leaf(ba) and _leaf(bb), spelled out
+        leaf_a = not (ao is _ADD or ao is _SUB or ao is _NEG or ao is _CONST or (ao is _MUL and ba.src[1].op is _CONST))
+        leaf_b = not (bo is _ADD or bo is _SUB or bo is _NEG or bo is _CONST or (bo is _MUL and bb.src[1].op is _CONST))
+        if ba is not bb and leaf_a and (leaf_b or (b.op is _CONST and x.op is _ADD)):
             if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
                 if b.op is not _CONST:
                     x._ref.flat = {ba: 1, bb: 1}  # two distinct bases that do not pair, no constant
@@ -844,7 +848,7 @@ symbolic_simple = PatternMatcher(
         # canonical order: constants to the right of commutative ops
         (UPat(GroupOp.Commutative, src=(UPat(Ops.CONST), UPat()), name="x"), _const_right),
         # identities with a constant
-        (UPat(Ops.ADD, src=_bin_with_const, name="x"), _add_const),
+        (UPat(Ops.ADD, src=(UPat.var("a"), UPat(Ops.CONST, arg=0, name="c")), name="x"), _add_const),
         (UPat(Ops.SUB, src=_bin_with_const, name="x"), _sub_const),
         (UPat(Ops.MUL, src=_bin_with_const, name="x"), _mul_const),
         (UPat(Ops.IDIV, src=_bin_with_const, name="x"), _idiv_const),
