@@ -468,20 +468,33 @@ def graph_rewrite(
     if remember and ctx is not None:
         raise ValueError("graph_rewrite(remember=True) needs ctx=None: a result that depends on ctx cannot be kept")
     if remember:
-        key: object | None = pm.memo_keys[bottom_up]
-        run = _bottom_up_kept if bottom_up else _top_down
-    else:
-        key = None
-        run = _bottom_up if bottom_up else _top_down
-    # UOps are an immutable DAG: a rewrite makes no reference cycles, so the cycle collector
-    # would only rescan the many young nodes a rewrite allocates. Pause it for the walk.
-    if not gc.isenabled():
-        return run(sink, pm, ctx, key)
-    gc.disable()
-    try:
-        return run(sink, pm, ctx, key)
-    finally:
-        gc.enable()
+        return _remembering_rewrite(pm, bottom_up)(sink)
+    return _paused(_bottom_up if bottom_up else _top_down, pm, ctx, None)(sink)
+
+
+def _remembering_rewrite(pm: PatternMatcher, bottom_up: bool = False) -> Callable[[UOp], UOp]:
+    """``graph_rewrite(u, pm, bottom_up=bottom_up, remember=True)`` as a function of ``u`` alone, its
+    choices made once: for a caller that rewrites many small graphs (simplify)."""
+    return _paused(_bottom_up_kept if bottom_up else _top_down, pm, None, pm.memo_keys[bottom_up])
+
+
+def _paused(
+    run: Callable[[UOp, PatternMatcher, Any, Any], UOp], pm: PatternMatcher, ctx: Any, key: object | None
+) -> Callable[[UOp], UOp]:
+    """``run`` of a graph with the cycle collector paused: UOps are an immutable DAG, a rewrite makes no
+    reference cycles, so the collector would only rescan the many young nodes a rewrite allocates."""
+    isenabled, disable, enable = gc.isenabled, gc.disable, gc.enable
+
+    def walk(sink: UOp) -> UOp:
+        if not isenabled():
+            return run(sink, pm, ctx, key)
+        disable()
+        try:
+            return run(sink, pm, ctx, key)
+        finally:
+            enable()
+
+    return walk
 
 
 # The two directions' walks are separate loops, not one loop with a direction flag: the walk is

@@ -23,7 +23,7 @@ from math import gcd
 from uops.dtypes import DType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import GroupOp, Ops
-from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uops.ir.rewrite import PatternMatcher, UPat, _remembering_rewrite
 from uops.ir.uop import (
     _ADD,
     _AND,
@@ -892,4 +892,7 @@ _FINAL = (symbolic.memo_keys[1], None)
 def simplify(u: UOp) -> UOp:
     """``u`` with every rule of ``symbolic`` applied to a fixed point (bottom-up). The rules are pure, so
     each node keeps its result: a subexpression shared between calls is simplified once."""
-    return graph_rewrite(u, symbolic, bottom_up=True, remember=True)
+    return _simplify(u)
+
+
+_simplify = _remembering_rewrite(symbolic, bottom_up=True)
