@@ -586,13 +586,12 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
     table, build = pm.table, pm.build
     new, LINK = _new_uop, _LINK
     stack: list[Any] = [sink]
-    pop, push = stack.pop, stack.append
     while stack:
-        n = pop()
+        n = stack.pop()
         if n is LINK:  # the rule's result is final now: so is the node's
-            r = pop()
+            r = stack.pop()
             m = r._ref.memo
-            pop()._ref.memo = (key, r) if m[1] is None else m
+            stack.pop()._ref.memo = (key, r) if m[1] is None else m
             continue
         if (m := n._ref.memo) is not None and m[0] is key:
             continue
@@ -601,14 +600,14 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
             s0, s1 = src
             m0, m1 = s0._ref.memo, s1._ref.memo
             if m1 is None or m1[0] is not key:
-                push(n)
-                push(s1)
+                stack.append(n)
+                stack.append(s1)
                 if m0 is None or m0[0] is not key:
-                    push(s0)
+                    stack.append(s0)
                 continue
             if m0 is None or m0[0] is not key:
-                push(n)
-                push(s0)
+                stack.append(n)
+                stack.append(s0)
                 continue
             r0, r1 = m0[1], m1[1]
             if r0 is None and r1 is None:
@@ -621,9 +620,9 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
             for s in reversed(src):
                 if (m := s._ref.memo) is None or m[0] is not key:
                     if not waiting:
-                        push(n)
+                        stack.append(n)
                         waiting = True
-                    push(s)
+                    stack.append(s)
             if waiting:
                 continue
             new_src = tuple([s if (r := s._ref.memo[1]) is None else r for s in src])
@@ -647,10 +646,10 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
         if (m := r._ref.memo) is not None and m[0] is key:  # a result known to be final (a rule may mark it so)
             n._ref.memo = (key, r) if m[1] is None else m
             continue
-        push(n)
-        push(r)
-        push(LINK)
-        push(r)
+        stack.append(n)
+        stack.append(r)
+        stack.append(LINK)
+        stack.append(r)
     done: Any = sink._ref.memo
     return sink if done[1] is None else done[1]
 

@@ -147,7 +147,6 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
     rep = mods = False
     # depth first, sources left to right: the first source is followed in place, the others stacked
     stack: list[tuple[UOp, int]] = []
-    pop, push = stack.pop, stack.append
     n, c = u, 1
     while True:
         op = n.op
@@ -165,7 +164,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
                     nconst += 1
                     skel += 1
                 else:
-                    push((t, c if op is _ADD else -c))
+                    stack.append((t, c if op is _ADD else -c))
             elif op is _NEG:
                 c = -c
             else:
@@ -189,7 +188,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
                 return None
         if not stack:
             break
-        n, c = pop()
+        n, c = stack.pop()
     s.terms, s.occ, s.k, s.nconst, s.skel, s.exact, s.rep, s.mods = terms, occ, k, nconst, skel, ok and exact, rep, mods
     return s
 
@@ -306,12 +305,11 @@ def _tree_size_upto(u: UOp, limit: int) -> int:
     that stops early, cheaper than tree_size for the small expressions rules compare)."""
     n = 0
     stack = [u]
-    pop, extend = stack.pop, stack.extend
     while stack:
         n += 1
         if n > limit:
             return n
-        extend(pop().src)
+        stack.extend(stack.pop().src)
     return n
 
 
