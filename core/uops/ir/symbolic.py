@@ -559,7 +559,8 @@ def _collect(x: UOp) -> UOp | None:
     if ta is not None:
         if b.op is _CONST:
             if x.op is _ADD:
-                return _kept(x)
+                lo, hi = x._ref.vrange or x._range()  # _kept(x), spelled out
+                return UOp.const(dt, lo) if lo == hi else None
         else:
             bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
             if bb not in ta and bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb):
@@ -577,7 +578,8 @@ def _collect(x: UOp) -> UOp | None:
             if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
                 if b.op is not _CONST:
                     x._ref.flat = {ba: 1, bb: 1}  # two distinct bases that do not pair, no constant
-                return _kept(x)
+                lo, hi = x._ref.vrange or x._range()  # _kept(x), spelled out: the most common return
+                return UOp.const(dt, lo) if lo == hi else None
     # (y + k1) + k2 and (y + k) +/- t*m, with y a sum as _build writes it and t a new base that pairs with
     # nothing: the rebuild below would give y's terms again in y's order, so y is continued, not rebuilt
     if a.op is _ADD and a.src[1].op is _CONST and a is not b:
@@ -598,7 +600,10 @@ def _collect(x: UOp) -> UOp | None:
     changed = f.rep or f.nconst >= 2
     if f.mods:
         # (y//c)*(c*m) + (y%c)*m -> y*m: C's identity a == (a/b)*b + a%b holds for every sign
-        divs = {b.src: b for b in terms if b.op is _IDIV and b.arg is None}
+        divs: dict[tuple[UOp, ...], UOp] = {}
+        for b in terms:  # a loop, not a comprehension: 3.11 makes a function call of one
+            if b.op is _IDIV and b.arg is None:
+                divs[b.src] = b
         for b in list(terms):
             if b.op is _MOD and b.src[1].op is _CONST and terms.get(b):
                 d = divs.get(b.src)
@@ -716,16 +721,16 @@ def _split_terms(f: _Sum, c: int) -> tuple[list[tuple[UOp, int]], list[tuple[UOp
 
 def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
     """IDIV/MOD of an integer expression by a constant, using value ranges (C semantics)."""
-    if not _is_int(x):
+    dt = x.dtype
+    if dt.count != 1 or (dt.kind != "i" and dt.kind != "u"):  # not _is_int(x), spelled out
         return None
     v = c.arg
-    dt = x.dtype
     is_mod = x.op is _MOD
     if v <= 0:
         if is_mod and v < 0 and v != dtypes.min(dt):
             return _new_uop(UOp, _MOD, dt, (a, c.const_like(-v)))  # C: x % -c == x % c
         return None
-    lo, hi = a._range()
+    lo, hi = a._ref.vrange or a._range()
     if is_mod:
         if -v < lo and hi < v:
             return a  # |a| < c: the remainder is a itself
@@ -765,7 +770,7 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if not qt and kq == 0:
         return None
     r = _build(rt, kr, a)
-    rlo, rhi = r._range()
+    rlo, rhi = r._ref.vrange or r._range()
     if not _exact(r) or (lo >= 0 and rlo < 0) or (lo < 0 and rhi > 0):
         return None
     fits = -v < rlo and rhi < v
@@ -779,7 +784,8 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
 
 def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:
     """Integer comparisons with a constant side: move constants and common factors across."""
-    if not _is_int(a) or x.dtype.count != 1:
+    ad = a.dtype
+    if ad.count != 1 or (ad.kind != "i" and ad.kind != "u") or x.dtype.count != 1:  # _is_int(a), spelled out
         return None
     op = x.op
     if op is not _CMPLT:
@@ -818,9 +824,10 @@ def _fits(v: int, dt: DType) -> bool:
 
 def _max_range(x: UOp) -> UOp | None:
     a, b = x.src
-    if not _is_int(a):
+    ad = a.dtype
+    if ad.count != 1 or (ad.kind != "i" and ad.kind != "u"):  # not _is_int(a), spelled out
         return None
-    (a0, a1), (b0, b1) = a._range(), b._range()
+    (a0, a1), (b0, b1) = a._ref.vrange or a._range(), b._ref.vrange or b._range()
     if a0 >= b1:
         return a
     if b0 >= a1:

@@ -553,6 +553,8 @@ _INT_CONST: dict[int, tuple[DType, int, int, int]] = {
 }
 # the entry of the last integer dtype UOp.const served (see _dt_last)
 _int_const_last = _INT_CONST[id(dtypes.int32)]
+# the _INT_BOUNDS_ID entry _compute_range used last (see _dt_last): one identity test for a run of one dtype
+_bounds_last = _INT_BOUNDS_ID[id(dtypes.int32)]
 _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
 # the general path's op tests read module names (the Ops aliases above and these sets)
 _RANGE_LIKE = frozenset({Ops.RANGE, Ops.SPECIAL})
@@ -562,9 +564,16 @@ _ALU = GroupOp.ALU
 
 
 def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
+    global _bounds_last
     dt = u.dtype
     op = u.op
-    if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+    e: tuple[DType, tuple[int, int]] | None
+    if (e := _bounds_last)[0] is not dt:
+        if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+            _bounds_last = e
+        else:
+            e = None
+    if e is not None:
         bounds = e[1]
         # scalar integers, the common ops: the answers of the general code below, cheaper. Anything
         # unusual (a float or out-of-range bound, a wide multiplier) falls through to the general code.
