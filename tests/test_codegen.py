@@ -124,3 +124,24 @@ def test_constant_gate_is_folded(gate_value):
     x = np.arange(4, dtype=np.float32)
     got, _ = run(UOp.sink(glob(0).index(r).store(val)), "PYTHON", [x], (4,))
     np.testing.assert_array_equal(got, x if gate_value else np.full(4, 5.0, np.float32))
+
+
+@pytest.mark.parametrize("device", ["CPU", "CUDA_EMU", "PYTHON"])
+def test_estimates_count_the_math_not_the_opts(device):
+    """GFLOP/s in UOPS_DEBUG=2 and `uops compile` divide by these: a register-tiled matmul (vector lanes,
+    multiply-adds, its index math) must count the same 2*M*N*K flops as the naive loop nest."""
+    from uops.codegen.opt import Opt, OptOps
+
+    m, k, n = 64, 32, 48
+    i, j, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    dot = (glob(1).index(i * k + r).load() * glob(2).index(r * n + j).load()).reduce(r, op=Ops.ADD)
+    ast = UOp.sink(glob(0).index(i * n + j).store(dot))
+    d = Device[device]
+    tiled = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 16 if device == "CPU" else 4)]
+    for opts in ([], tiled, None):
+        if device == "PYTHON" and opts:
+            continue  # the interpreter takes no register tiles
+        est = get_program(ast, d.renderer, d.compiler, opts).estimates
+        assert est.ops == 2 * m * n * k, opts
+        assert est.bytes_written == 4 * m * n, opts
+        assert 4 * (m * k + k * n) <= est.bytes_read <= 4 * 2 * m * n * k, opts

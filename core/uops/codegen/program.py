@@ -210,24 +210,46 @@ def _eval_int(u: UOp, vals: dict[str, int]) -> int:
     return int(c.arg)
 
 
+def _address_math(uops: list[UOp]) -> set[UOp]:
+    """The ALU nodes that only compute addresses, loop bounds or gates (what INDEX, RANGE and IF read)."""
+    users: dict[UOp, list[UOp]] = {}
+    for u in uops:
+        for s in u.src:
+            users.setdefault(s, []).append(u)
+    found: set[UOp] = set()
+    todo = [s for u in uops if u.op in (Ops.INDEX, Ops.RANGE, Ops.IF) for s in u.src[1 if u.op is Ops.INDEX else 0 :]]
+    while todo:
+        x = todo.pop()
+        if x in found or x.op not in GroupOp.ALU:
+            continue
+        if all(v in found or v.op in (Ops.INDEX, Ops.RANGE, Ops.IF) for v in users.get(x, ())):
+            found.add(x)
+            todo.extend(x.src)
+    return found
+
+
 def _estimate(uops: list[UOp], threads: int) -> Estimates:
+    """The work of one launch: arithmetic on values (each lane of a vector op; a multiply-add counts two), not
+    the index math that addresses memory, and the bytes of global memory loaded and stored, lane by lane."""
     est = Estimates()
     mult = [threads]
+    addressing = _address_math(uops)
     for u in uops:
         if u.op is Ops.RANGE:
             end = u.src[0]
             mult.append(mult[-1] * max(int(end.vmax), 0))
         elif u.op is Ops.END:
             mult.pop()
-        elif u.op in GroupOp.ALU and u.dtype != dtypes.bool and u.src and u.src[0].op is not Ops.SPECIAL:
-            est.ops += mult[-1]
+        elif u.op in GroupOp.ALU and u.dtype.scalar() != dtypes.bool and u not in addressing:
+            est.ops += mult[-1] * u.dtype.count * (2 if u.op is Ops.MULACC else 1)
         elif u.op in (Ops.LOAD, Ops.STORE):
             buf = u.src[0].src[0]
             while buf.op is Ops.AFTER:
                 buf = buf.src[0]
             if buf.op is Ops.DEFINE_GLOBAL:
                 assert isinstance(buf.dtype, PtrDType)
-                nbytes = mult[-1] * buf.dtype.base.nbytes
+                value = u if u.op is Ops.LOAD else u.src[1]
+                nbytes = mult[-1] * buf.dtype.base.nbytes * value.dtype.count
                 if u.op is Ops.LOAD:
                     est.bytes_read += nbytes
                 else:
