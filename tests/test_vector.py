@@ -150,3 +150,15 @@ def test_a_row_value_broadcast_across_lanes_stays_a_vector_expression_on_cpu() -
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=device)
     _, cuda_stores, _ = _vector_accesses("CUDA", ast, opts)
     assert not any(u.src[1].op in (Ops.ADD, Ops.MUL) for u in cuda_stores)
+
+
+def test_a_deep_shared_row_expression_is_vectorized_once() -> None:
+    """t = t*t/2 + 1/2, 24 times, then a row sum: every level reads the one before twice, so a vector store's
+    lanes must be matched once per shared node (matched per path, this is 2^24 visits and never finishes)."""
+    from uops import Tensor
+
+    x = np.random.default_rng(3).random((16, 256), dtype=np.float32)
+    t, ref = Tensor(x, device="CPU"), x.copy()
+    for _ in range(24):
+        t, ref = t * t * 0.5 + 0.5, ref * ref * np.float32(0.5) + np.float32(0.5)
+    np.testing.assert_allclose(t.sum(axis=1).numpy(), ref.sum(axis=1), rtol=1e-5)

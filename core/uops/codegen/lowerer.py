@@ -596,23 +596,32 @@ def _vectorize_stores(block: UOp, ren: Renderer, widths: tuple[int, ...], shared
 LANEWISE_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.NEG})
 
 
-def _lanewise(vdt: Any, lanes: list[UOp]) -> UOp | None:
+def _lanewise(vdt: Any, lanes: list[UOp], memo: dict[tuple[UOp, ...], UOp | None] | None = None) -> UOp | None:
     """The values of a vector store computed as one vector expression, or None where some lane differs: lane ``k``
     of a vector ``x`` (``GEP(x, k)``), one scalar in every lane (broadcast), or the same ALU op of such lanes. An
     accumulator update ``acc[k] + row[k]`` then stays a vector add, not eight scalar adds the C compiler must
-    put together again (which clang does not do for several rows of accumulators at once)."""
+    put together again (which clang does not do for several rows of accumulators at once). ``memo`` holds the
+    answer for each tuple of lanes already seen, so shared subexpressions are visited once."""
+    memo = {} if memo is None else memo
+    key = tuple(lanes)
+    if key in memo:
+        return memo[key]
     head = lanes[0]
+    out: UOp | None = None
     if all(u is head for u in lanes) and head.dtype.count == 1 and head.dtype == vdt.scalar():
-        return UOp(Ops.VECTORIZE, vdt, tuple(lanes))
-    if head.op is Ops.GEP and head.src[0].dtype == vdt:
+        out = UOp(Ops.VECTORIZE, vdt, key)
+    elif head.op is Ops.GEP and head.src[0].dtype == vdt:
         vec = head.src[0]
-        return vec if all(u.op is Ops.GEP and u.src[0] is vec and u.arg == (k,) for k, u in enumerate(lanes)) else None
-    if head.op not in LANEWISE_OPS or head.dtype != vdt.scalar():
-        return None
-    if any(u.op is not head.op or u.dtype != head.dtype or len(u.src) != len(head.src) for u in lanes):
-        return None
-    srcs = [_lanewise(vdt, [u.src[j] for u in lanes]) for j in range(len(head.src))]
-    return None if any(x is None for x in srcs) else UOp(head.op, vdt, tuple(x for x in srcs if x is not None))
+        out = vec if all(u.op is Ops.GEP and u.src[0] is vec and u.arg == (k,) for k, u in enumerate(lanes)) else None
+    elif (
+        head.op in LANEWISE_OPS
+        and head.dtype == vdt.scalar()
+        and all(u.op is head.op and u.dtype == head.dtype and len(u.src) == len(head.src) for u in lanes)
+    ):
+        srcs = [_lanewise(vdt, [u.src[j] for u in lanes], memo) for j in range(len(head.src))]
+        out = None if any(x is None for x in srcs) else UOp(head.op, vdt, tuple(x for x in srcs if x is not None))
+    memo[key] = out
+    return out
 
 
 # ----- step 7: integer division that cannot trap (after the index dtypes of step 6) -----
