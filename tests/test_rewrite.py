@@ -301,7 +301,7 @@ def test_remembered_results_do_not_keep_their_nodes_alive() -> None:
     tmp = UOp.variable("tmp_memo", 0, 3)
     e = (tmp * 1) + 2
     out = graph_rewrite(e, pm, bottom_up=True, remember=True)
-    assert out is tmp + 2 and (tmp + 2)._memo is not None
+    assert out is tmp + 2 and (tmp + 2)._ref.memo is not None
     ref = weakref.ref(e)
     del e
     assert ref() is None  # freed by its reference count: the memo made no cycle

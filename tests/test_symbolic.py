@@ -608,10 +608,10 @@ def test_sum_facts_kept_on_nodes_are_exact() -> None:
         e = expr(5)
         simplify(e)
         for n in e.toposort():
-            if n._flat is None:
+            if n._ref.flat is None:
                 continue
             f = _flatten(n, exact=False)
-            assert f is not None and not f.rep and f.nconst == 0 and set(f.terms) == set(n._flat), n
+            assert f is not None and not f.rep and f.nconst == 0 and set(f.terms) == set(n._ref.flat), n
             t = f.terms
             divs = {b.src: b for b in t if b.op is Ops.IDIV}
             for b in t:  # no pair to recombine
@@ -650,7 +650,7 @@ def test_results_taken_as_final_are_fixed_points() -> None:
         xs = [UOp.variable(n, -5 if signed else 0, hi, dt) for n, hi in (("p", 9), ("q", 40), ("r", 3))]
         for _ in range(150):
             for n in simplify(expr(5, xs, dt)).toposort():
-                if n._memo is _FINAL:
+                if n._ref.memo is _FINAL:
                     assert graph_rewrite(n, symbolic, bottom_up=True) is n, n.pretty()
                     settled += 1
     assert settled > 100

@@ -137,8 +137,7 @@ def _strided_reduction(ast: UOp, opts: list[Opt], ren: Renderer, axis: int) -> t
         return ast, 1
     # one chunk per core when the row is short enough, so THREAD can split the outer part
     work = math.prod(_size(r) or 1 for r in [*output_axes(ast), *reduce_axes(ast)])
-    alone = work < STREAM_THREAD_MIN_WORK and _reduces_loads(ast)  # see STREAM_THREAD_MIN_WORK
-    cores = int(getattr(ren, "threads", 1)) if work >= THREAD_MIN_WORK and not alone else 1
+    cores = int(getattr(ren, "threads", 1)) if work >= THREAD_MIN_WORK and not _one_core_stream(ast, work) else 1
     want = min(INNER_CHUNK, -(-size // max(1, cores)))
     amt = want if size % want == 0 else _divisor(size, tuple(a for a in (1024, 512, 256, 128) if a <= want)) or want
     if amt < 2:
@@ -185,8 +184,11 @@ def _vector_sum(ast: UOp) -> bool:
     return bool(reds)
 
 
-def _reduces_loads(ast: UOp) -> bool:
-    """Whether every reduction of ``ast`` reduces plain loads (a sum or max of its input): memory traffic only."""
+def _one_core_stream(ast: UOp, elems: int) -> bool:
+    """Whether a streamed reduction reading ``elems`` elements stays on one core (see ``STREAM_THREAD_MIN_WORK``):
+    it is small enough for L3 and every reduction of ``ast`` reduces plain loads (memory traffic only)."""
+    if elems >= STREAM_THREAD_MIN_WORK:
+        return False
     reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
     return bool(reds) and all(r.src[0].op is Ops.LOAD for r in reds)
 
@@ -289,9 +291,8 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
         return opts
     threads = int(getattr(ren, "threads", 1))
     work = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None) * max(red_len, 1) * lanes * looped
-    # a streamed reduction of loads: outputs x reduce length (counted before the opts) elements read once each
-    small = n_elems * max(red_len, 1) < STREAM_THREAD_MIN_WORK
-    streamed = (looped > 1 or rows_streamed) and small and _reduces_loads(ast)
+    # a streamed reduction: outputs x reduce length (counted before the opts) elements, each read once
+    streamed = (looped > 1 or rows_streamed) and _one_core_stream(ast, n_elems * max(red_len, 1))
     if threads > 1 and work >= THREAD_MIN_WORK and not streamed:
         for i, r in enumerate(output_axes(ast)):
             n = _size(r)

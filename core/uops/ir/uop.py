@@ -434,19 +434,6 @@ class UOp(_UOpFields):
             node._ref.vrange = _compute_range(node)
         return self._ref.vrange  # type: ignore[return-value]
 
-    # the lazily known facts, read-only here (the hot paths read and set them on ``_ref`` directly)
-    @property
-    def _vrange(self) -> tuple[ConstType, ConstType] | None:
-        return self._ref.vrange
-
-    @property
-    def _flat(self) -> dict[UOp, int] | None:
-        return self._ref.flat
-
-    @property
-    def _memo(self) -> tuple[object, UOp | None] | None:
-        return self._ref.memo
-
     def const_value(self) -> ConstType | None:
         return self.arg if self.op is _CONST else None
 
