@@ -5,8 +5,8 @@ choosing one must stay cheap (entry points, the hook modules and probes that onl
 vendor bindings, no numpy). Each case runs in a fresh interpreter N times; the table shows the
 median wall time and the extra over `python -c pass`. Targets: `import uops; Device.DEFAULT`
 and `import uops; Device["CPU"]` each at most 50 ms over bare Python (the median) with every
-plugin installed. The in-process split that follows is the steadier figure on a loaded machine;
-most of what is left there is pluggy itself (with the typing and inspect it imports).
+plugin installed. The in-process split that follows is the steadier figure on a loaded machine,
+and says whether choosing the device imported pluggy or typing (it should not: 25 ms together).
 
     python bench/startup.py [-n 20] [--python PATH]
 """
@@ -63,15 +63,16 @@ def _time(
 _GOAL_S = 0.050
 
 _BREAKDOWN = """
-import time
+import sys, time
 w0, c0 = time.perf_counter(), time.process_time(); import uops
-t1 = time.perf_counter(); import pluggy
 t2 = time.perf_counter(); import uops.plugins
 t3 = time.perf_counter(); uops.plugins.Device.names()
 t4 = time.perf_counter(); uops.plugins.Device.DEFAULT
-t5, c5 = time.perf_counter(), time.process_time(); import numpy
+t5, c5 = time.perf_counter(), time.process_time()
+late = int("pluggy" in sys.modules) + 2 * int("typing" in sys.modules)
+import numpy
 t6 = time.perf_counter()
-print(t1 - w0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t5 - w0, c5 - c0)
+print(t2 - w0, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t5 - w0, c5 - c0, late)
 """
 
 
@@ -143,13 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     # the same split measured inside one interpreter: immune to process start-up noise
     samples = [_breakdown(py, env) for _ in range(args.runs)]
     parts = (
-        "import uops", "import pluggy", "import uops.plugins", "Device.names()", "Device.DEFAULT", "then import numpy",
+        "import uops", "import uops.plugins", "Device.names()", "Device.DEFAULT", "then import numpy",
         "import uops through Device.DEFAULT", "the same in CPU time",
     )  # fmt: skip
     print("in-process, median ms (min):")
     for i, p in enumerate(parts):
         col = [s[i] for s in samples]
         print(f"  {p.ljust(34)} {statistics.median(col) * 1e3:6.1f} ({min(col) * 1e3:.1f})")
+    late = int(samples[-1][-1])
+    loaded = [name for bit, name in ((1, "pluggy"), (2, "typing")) if late & bit]
+    print(f"choosing the device imported: {', '.join(loaded) or 'neither pluggy nor typing'}")
     return 0
 
 

@@ -679,6 +679,119 @@ def test_hook_manager_answers_as_pluggy_does(tmp_path, monkeypatch: pytest.Monke
             assert ours.parse_hookspec_opts(spec, name) == theirs.parse_hookspec_opts(spec, name), name
 
 
+def test_hookimpl_marks_as_pluggy_does() -> None:
+    """`hookimpl` (no pluggy import) leaves what pluggy's own marker leaves, for every option."""
+    import itertools
+
+    import pluggy
+
+    from uops.plugins import hookimpl
+
+    theirs = pluggy.HookimplMarker("uops")
+    flags = ("hookwrapper", "optionalhook", "tryfirst", "trylast", "wrapper")
+    for values in itertools.product((False, True), repeat=len(flags)):
+        for specname in (None, "uops_backends"):
+            opts = dict(zip(flags, values), specname=specname)
+            ours_f, theirs_f = hookimpl(**opts)(lambda: None), theirs(**opts)(lambda: None)
+            assert ours_f.uops_impl == theirs_f.uops_impl and type(ours_f.uops_impl) is dict, opts
+
+    def bare() -> None: ...
+
+    assert hookimpl(bare) is bare and bare.uops_impl == theirs(lambda: None).uops_impl  # type: ignore[attr-defined]
+
+
+def _returns(device: str) -> str:
+    return f"    return [Backend({device!r}, str, str, object, none, none)]\n"
+
+
+_HOOK_MODULES = {
+    # the registry calls these itself
+    "plain": "@hookimpl\ndef uops_backends():\n" + _returns("HKPLAIN"),
+    "pluggy_marker": "import pluggy\n@pluggy.HookimplMarker('uops')\ndef uops_backends():\n" + _returns("HKPMARK"),
+    "specname": "@hookimpl(specname='uops_backends')\ndef backends():\n" + _returns("HKSPEC"),
+    # these need pluggy: it validates, orders, or reads what the plain reader does not
+    "tryfirst": "@hookimpl(tryfirst=True)\ndef uops_backends():\n" + _returns("HKFIRST"),
+    "two": (
+        "@hookimpl(specname='uops_backends')\ndef b_one():\n"
+        + _returns("HKTWO")
+        + "@hookimpl(specname='uops_backends')\ndef a_two():\n    return []\n"
+    ),  # fmt: skip
+    "other_hook": (
+        "@hookimpl\ndef uops_backends():\n"
+        + _returns("HKOTHER")
+        + "@hookimpl\ndef uops_something_else():\n    return 1\n"
+    ),
+    "static": "@hookimpl\ndef uops_backends():\n"
+    + _returns("HKSTATIC")
+    + "uops_more = staticmethod(hookimpl(lambda: []))\n",
+    "argument": "@hookimpl\ndef uops_backends(device):\n    return []\n",
+    "keyword_only": "@hookimpl\ndef uops_backends(*, device='X'):\n    return []\n",
+    "not_a_dict": "def uops_backends():\n    return []\nuops_backends.uops_impl = 'not a dict'\n",
+}
+_PLAIN_MODULES = ("plain", "pluggy_marker", "specname")
+
+
+def test_plain_hooks_are_the_ones_pluggy_registers(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the registry calls without pluggy is exactly what pluggy registers for the hook; every module the
+    plain reader declines (it returns None) is one where pluggy's reading differs or validates something."""
+    import importlib
+
+    import pluggy
+
+    from uops.plugins.hooks import HookManager
+    from uops.plugins.registry import plain_backend_hooks
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules = []
+    for key, body in _HOOK_MODULES.items():
+        head = "from uops.plugins import Backend, hookimpl\nnone = lambda: None\n"
+        (tmp_path / f"uops_hk_{key}.py").write_text(head + body)
+        modules.append(importlib.import_module(f"uops_hk_{key}"))
+    for name in ("uops_cpu_clang", "uops_cuda", "uops_amd", "uops_metal", "uops.backends.python"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    declined = []
+    for module in modules:
+        plain = plain_backend_hooks(module)
+        pm = HookManager()
+        try:
+            pm.register(module)
+        except pluggy.PluginValidationError:
+            assert plain is None, module.__name__
+            declined.append(module.__name__)
+            continue
+        registered = [i.function for i in pm.hook.uops_backends.get_hookimpls()]
+        if plain is None:
+            declined.append(module.__name__)
+        else:
+            assert plain == registered and len(plain) == 1, module.__name__
+    expected = {f"uops_hk_{k}" for k in _HOOK_MODULES if k not in _PLAIN_MODULES}
+    assert set(declined) == expected, declined  # every module of this repo (and a plain one) is read without pluggy
+
+
+@pytest.mark.parametrize(
+    ("key", "device", "through_pluggy"),
+    [("plain", "HKPLAIN", False), ("specname", "HKSPEC", False), ("tryfirst", "HKFIRST", True),
+     ("two", "HKTWO", True), ("other_hook", "HKOTHER", True), ("static", "HKSTATIC", True)],
+)  # fmt: skip
+def test_a_hook_pluggy_must_read_still_loads(site, key: str, device: str, through_pluggy: bool) -> None:
+    head = "from uops.plugins import Backend, hookimpl\nnone = lambda: None\n"
+    _fake_dist(site, f"uops-hk2-{key}", {device: f"uops_hk2_{key}"}, module_src=head + _HOOK_MODULES[key])
+    reg = Devices()
+    assert reg[device].name == device
+    assert (reg._pm is not None) == through_pluggy  # a plain hook is called without a plugin manager
+
+
+def test_a_hook_pluggy_rejects_is_broken_with_pluggys_reason(site) -> None:
+    head = "from uops.plugins import Backend, hookimpl\n"
+    _fake_dist(site, "uops-hkarg", {"HKARG": "uops_hkarg_mod"}, module_src=head + _HOOK_MODULES["argument"])
+    reg = Devices()
+    with pytest.raises(PluginError, match=r"(?s)uops-hkarg.*PluginValidationError.*'device'.*hookspec"):
+        reg["HKARG"]
+
+
 def test_module_without_hook_is_broken(site) -> None:
     _fake_dist(site, "uops-nohook", {"NOHOOK": "uops_nohook_mod"}, module_src="def uops_backends():\n    return []\n")
     reg = Devices()

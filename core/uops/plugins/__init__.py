@@ -3,22 +3,21 @@
 with its handles (`device`).
 
 This package re-exports the public names, so plugins write ``from uops.plugins import Backend, hookimpl``.
-The pluggy names load when first asked for (a plugin module's import does that), so listing
-devices imports no pluggy, and ``Target`` loads the renderer layer (and the IR under it) when first asked for.
+The pluggy names (``hookspec``, ``UopsHookSpec``) load when first asked for, so listing devices and
+choosing one import no pluggy, and ``Target`` loads the renderer layer (and the IR under it) when first asked for.
 """
 
-from uops.plugins.backend import PRIORITY, Backend, PluginError
+from uops.plugins.backend import PRIORITY, Backend, PluginError, hookimpl
 from uops.plugins.device import Device, DeviceHandle, Devices, register_backend, unregister_backend
 from uops.plugins.registry import PluginStatus, Registry, canonical_device
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from uops.plugins.hooks import UopsHookSpec, hookimpl, hookspec
+    from uops.plugins.hooks import UopsHookSpec, hookspec
     from uops.renderer import Target
 
 #: public name -> the module that defines it, imported on first use
 _LAZY = {
-    "hookimpl": "uops.plugins.hooks",
     "hookspec": "uops.plugins.hooks",
     "UopsHookSpec": "uops.plugins.hooks",
     "Target": "uops.renderer",

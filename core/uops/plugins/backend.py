@@ -1,22 +1,36 @@
-"""What a plugin hands the core for each device (`Backend`), the default-device priorities, and `PluginError`.
+"""What a plugin hands the core for each device (`Backend`), the mark on its hook (`hookimpl`), the
+default-device priorities, and `PluginError`.
 
-Why apart from `hooks`: listing devices and the registry's bookkeeping need these names but not
-pluggy (about 25 ms with the ``typing`` and ``inspect`` it imports), which loads with the first
-plugin module. Nothing here imports ``typing`` either: `Backend` is a plain class, not a NamedTuple
+Why apart from `hooks`: choosing a device needs these names but not pluggy (about 25 ms with the
+``typing`` and ``inspect`` it imports, half the start-up budget), so a plugin module that imports
+only this contract loads without it. `hookimpl` leaves its options where pluggy's own
+``HookimplMarker("uops")`` does, so pluggy reads a plugin marked here exactly as one marked with
+pluggy. Nothing here imports ``typing`` either: `Backend` is a plain class, not a NamedTuple
 (which compiles code at every start).
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
-if TYPE_CHECKING:
+if not TYPE_CHECKING:
+
+    def overload(function: object) -> object:
+        """typing's overload, which only type checkers read, without importing typing at every start."""
+        return function
+
+else:
     from collections.abc import Callable
+    from typing import TypeVar, overload
 
     from uops.compiler import Compiler
     from uops.renderer import Renderer
     from uops.runtime import Runtime
 
-__all__ = ["PRIORITY", "Backend", "FrozenValue", "PluginError"]
+__all__ = ["HOOKIMPL_ATTR", "PRIORITY", "PROJECT", "Backend", "FrozenValue", "PluginError", "hookimpl"]
+
+#: the pluggy project name of the hooks, and the attribute a hookimpl's options are kept in
+PROJECT = "uops"
+HOOKIMPL_ATTR = PROJECT + "_impl"
 
 
 class PluginError(RuntimeError):
@@ -25,6 +39,43 @@ class PluginError(RuntimeError):
 
 #: Documented priorities for `Device.DEFAULT` (highest usable wins; PYTHON is always last).
 PRIORITY = {"CUDA": 100, "AMD": 90, "METAL": 80, "CPU": 50, "EMULATED": 20, "PYTHON": 0}
+
+
+if TYPE_CHECKING:
+    _F = TypeVar("_F", bound=Callable[..., object])
+
+
+@overload
+def hookimpl(
+    function: _F, *, hookwrapper: bool = ..., optionalhook: bool = ..., tryfirst: bool = ...,
+    trylast: bool = ..., specname: str | None = ..., wrapper: bool = ...,
+) -> _F: ...  # fmt: skip
+
+
+@overload
+def hookimpl(
+    function: None = ..., *, hookwrapper: bool = ..., optionalhook: bool = ..., tryfirst: bool = ...,
+    trylast: bool = ..., specname: str | None = ..., wrapper: bool = ...,
+) -> Callable[[_F], _F]: ...  # fmt: skip
+
+
+def hookimpl(
+    function: _F | None = None, *, hookwrapper: bool = False, optionalhook: bool = False,
+    tryfirst: bool = False, trylast: bool = False, specname: str | None = None, wrapper: bool = False,
+) -> _F | Callable[[_F], _F]:  # fmt: skip
+    """Mark a plugin's hook implementation (``@hookimpl`` or ``@hookimpl(tryfirst=True)``), as pluggy's
+    ``HookimplMarker("uops")`` does: the same options (a plain dict) in the same attribute.
+    """
+    opts = {
+        "wrapper": wrapper, "hookwrapper": hookwrapper, "optionalhook": optionalhook,
+        "tryfirst": tryfirst, "trylast": trylast, "specname": specname,
+    }  # fmt: skip
+
+    def mark(func: _F) -> _F:
+        setattr(func, HOOKIMPL_ATTR, opts)
+        return func
+
+    return mark if function is None else mark(function)
 
 
 class FrozenValue:

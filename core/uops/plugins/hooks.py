@@ -1,7 +1,9 @@
-"""The pluggy side of the plugin contract: the hook markers, the hook a plugin implements, and the manager.
+"""The pluggy side of the plugin contract: the hook spec a plugin implements, and the manager that reads it.
 
-Imported with the first plugin module (its ``from uops.plugins import hookimpl``) or when the
-registry first calls a hook; listing devices never imports pluggy.
+Imported when a plugin module needs more than the registry reads by itself (see
+`uops.plugins.registry`), and by the conformance kit, which checks every plugin through pluggy;
+listing devices and choosing the usual device import no pluggy. The implementation marker,
+`hookimpl`, lives in `uops.plugins.backend`, so a plugin module imports no pluggy either.
 """
 
 from __future__ import annotations
@@ -10,14 +12,11 @@ import types
 
 import pluggy
 
-from uops.plugins.backend import PRIORITY, Backend, PluginError
+from uops.plugins.backend import HOOKIMPL_ATTR, PRIORITY, PROJECT, Backend, PluginError, hookimpl
 
 __all__ = ["PRIORITY", "Backend", "HookManager", "PluginError", "UopsHookSpec", "hookimpl", "hookspec"]
 
-PROJECT = "uops"
 hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
-_IMPL_ATTR = PROJECT + "_impl"  # where pluggy's HookimplMarker leaves a hookimpl's options
 
 
 class UopsHookSpec:
@@ -29,13 +28,13 @@ class UopsHookSpec:
 
 
 def _marker_attribute_holds() -> bool:
-    """Whether pluggy's HookimplMarker still leaves its options in the function's ``uops_impl`` attribute."""
+    """Whether pluggy's HookimplMarker still leaves its options where `hookimpl` does (a plugin may use either)."""
 
     def marked() -> None:
         """A function to mark."""
 
-    hookimpl(marked)
-    return isinstance(marked.__dict__.get(_IMPL_ATTR), dict)
+    pluggy.HookimplMarker(PROJECT)(marked)
+    return isinstance(marked.__dict__.get(HOOKIMPL_ATTR), dict)
 
 
 class HookManager(pluggy.PluginManager):
@@ -58,7 +57,7 @@ class HookManager(pluggy.PluginManager):
         if self._fast and type(plugin) is types.ModuleType and name in plugin.__dict__:
             value = plugin.__dict__[name]
             if type(value) is types.FunctionType:
-                if _IMPL_ATTR not in value.__dict__:
+                if HOOKIMPL_ATTR not in value.__dict__:
                     return None
             elif not isinstance(value, (staticmethod, classmethod, types.MethodType)):
                 return None

@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import _thread  # threading's RLock without importing threading (~1 ms at every start)
 import os
+import types
 
-from uops.plugins.backend import Backend, FrozenValue, PluginError
+from uops.plugins.backend import HOOKIMPL_ATTR, Backend, FrozenValue, PluginError
 from uops.plugins.discovery import ENTRY_POINT_GROUP, DistMetadata, EntryPoint, entry_points
 from uops.plugins.versions import SpecifierError, normalize_dist, specifier_contains, uops_range
 from uops.version import __version__ as _core_version
 
 TYPE_CHECKING = False  # typing is not imported at run time (nor pluggy: see `_plugin_manager`)
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from uops.plugins.hooks import HookManager
 
-__all__ = ["PluginStatus", "Registry", "canonical_device"]
+__all__ = ["PluginStatus", "Registry", "canonical_device", "plain_backend_hooks"]
 
 #: Built-in backends, registered through the same hook path as installed plugins.
 _BUILTINS = {"PYTHON": "uops.backends.python"}
@@ -154,6 +155,44 @@ class _ImportFailed(Exception):
 
 class _HookMissing(Exception):
     pass
+
+
+_PLAIN_HOOKIMPL = {"wrapper": False, "hookwrapper": False, "optionalhook": False, "tryfirst": False, "trylast": False}
+_VARARGS_FLAGS = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
+_MARKABLE = (staticmethod, classmethod, types.MethodType)
+
+
+def plain_backend_hooks(module: types.ModuleType) -> list[Callable[[], object]] | None:
+    """The module's ``uops_backends`` hookimpls when every hookimpl it holds is a plain one, else None.
+
+    Plain: one function named ``uops_backends`` (or ``specname``'d so), marked with no other option,
+    that takes no arguments. pluggy's PluginManager would register exactly these functions for the
+    hook and call them with nothing, so the registry calls them itself and choosing a device does not
+    import pluggy (half the start-up budget). Anything else a module marks (a wrapper, an ordering
+    option, another hook, a method) returns None: the registry then registers it through pluggy,
+    which validates and orders it. The conformance kit checks every plugin both ways.
+    """
+    hooks: list[Callable[[], object]] = []
+    for name, value in module.__dict__.items():
+        if type(value) is types.FunctionType:
+            opts = value.__dict__.get(HOOKIMPL_ATTR)
+            if opts is None:
+                continue
+            code = value.__code__
+            if (
+                type(opts) is not dict
+                or (opts.get("specname") or name) != "uops_backends"
+                or {k: v for k, v in opts.items() if k != "specname"} != _PLAIN_HOOKIMPL
+                or code.co_argcount or code.co_kwonlyargcount or code.co_flags & _VARARGS_FLAGS
+            ):  # fmt: skip
+                return None
+            hooks.append(value)
+            if len(hooks) > 1:  # pluggy orders several implementations of one hook
+                return None
+        elif isinstance(value, _MARKABLE) and getattr(value, "__func__", None) is not None:
+            if HOOKIMPL_ATTR in getattr(value.__func__, "__dict__", {}):
+                return None
+    return hooks
 
 
 class Registry:
@@ -419,16 +458,18 @@ class Registry:
             err = _ImportFailed(module_name)
             err.__cause__ = e
             return err
-        pm = self._plugin_manager()
         try:
-            if not pm.is_registered(module):
-                pm.register(module, name=module_name)
-            impls = [i for i in pm.hook.uops_backends.get_hookimpls() if i.plugin is module]
-            if not impls:
+            hooks = plain_backend_hooks(module)
+            if hooks is None:
+                pm = self._plugin_manager()
+                if not pm.is_registered(module):
+                    pm.register(module, name=module_name)
+                hooks = [i.function for i in pm.hook.uops_backends.get_hookimpls() if i.plugin is module]
+            if not hooks:
                 return _HookMissing(f"{module_name} implements no uops_backends() hook")
             backends: list[Backend] = []
-            for impl in impls:
-                out = impl.function()
+            for hook in hooks:
+                out = hook()
                 if not isinstance(out, (list, tuple)):
                     return TypeError(f"uops_backends() returned {type(out).__name__}, not a list of Backend")
                 backends.extend(out)

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
 from uops.plugins.probes import any_path_exists, emulation_probe, which
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
     from uops.compiler import Compiler
     from uops.runtime import Runtime

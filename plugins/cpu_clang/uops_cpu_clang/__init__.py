@@ -9,11 +9,11 @@ dlopened from the temp dir?) and never start clang or import numpy.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
 from uops.plugins.probes import which
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
     from uops_cpu_clang.compiler import ClangCompiler
     from uops_cpu_clang.renderer import ClangRenderer

@@ -19,11 +19,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
 from uops.plugins.probes import any_path_exists, emulation_probe
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
     import ctypes
     from pathlib import Path

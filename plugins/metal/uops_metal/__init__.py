@@ -16,11 +16,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from uops.plugins import Backend, hookimpl
 from uops.plugins.probes import emulation_probe, which
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
     from uops.compiler import Compiler
     from uops.runtime import Runtime

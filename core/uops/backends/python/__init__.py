@@ -6,10 +6,9 @@ with no compiler installed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from uops.plugins import Backend, hookimpl
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
     from uops.compiler import Compiler
     from uops.renderer import Renderer

@@ -1,6 +1,7 @@
-"""The plugin contract on ``device``: its module imports nothing heavy, its probes return a reason
-instead of raising, listing devices does not import it, and its errors say who failed and why (a CompileError
-names the compiler; bytes that do not load are a ProgramLoadError naming the plugin and kernel).
+"""The plugin contract on ``device``: its module imports nothing heavy (pluggy included), pluggy reads its hook
+as the registry does, its probes return a reason instead of raising, listing devices does not import it, and
+its errors say who failed and why (a CompileError names the compiler; bytes that do not load are a
+ProgramLoadError naming the plugin and kernel).
 
 Import checks run in a fresh interpreter: this one has imported everything already.
 """
@@ -72,7 +73,9 @@ def heavy_imports(new: list[str], module: str) -> list[str]:
             bad.append(f"{name} (its renderer/compiler/runtime modules load when the device is first used)")
         elif top == "uops":
             bad.append(f"{name} (a core module beyond uops.plugins)")
-        elif top not in sys.stdlib_module_names and top != "pluggy":
+        elif top == "pluggy":
+            bad.append(f"{name} (choosing a device does without pluggy: mark the hook with uops.plugins.hookimpl)")
+        elif top not in sys.stdlib_module_names:
             bad.append(f"{name} (a third-party package: vendor bindings and numpy load in the factories)")
         elif any(name == h or name.startswith(h + ".") for h in HEAVY_STDLIB):
             bad.append(f"{name} (a costly standard-library module)")
@@ -85,6 +88,29 @@ def test_plugin_module_imports_nothing_heavy(device: str) -> None:
     assert out["backends"] == 1, f"{module}.uops_backends() returned {out['backends']} backends for {device}"
     bad = heavy_imports(out["new"], module)
     assert not bad, f"importing {module} and calling its hook and probes imported: " + "; ".join(bad)
+
+
+def test_pluggy_reads_the_hook_the_registry_calls(device: str) -> None:
+    """The registry calls a module's one plain ``uops_backends`` itself, so choosing a device imports no pluggy;
+    pluggy, registering the same module against the hook spec, must find that same function and, through the
+    hook, this device."""
+    import importlib
+
+    from uops.plugins.hooks import HookManager
+    from uops.plugins.registry import plain_backend_hooks
+
+    module = importlib.import_module(plugin_module(device))
+    plain = plain_backend_hooks(module)
+    assert plain, (
+        f"{module.__name__} has no plain hook for the registry to call (it then registers the module through "
+        "pluggy, 25 ms more at every start): mark one function uops_backends() that takes no arguments with "
+        "@uops.plugins.hookimpl and no options"
+    )
+    pm = HookManager()
+    pm.register(module)  # checks the implementation against UopsHookSpec
+    pm.check_pending()
+    assert [i.function for i in pm.hook.uops_backends.get_hookimpls()] == plain
+    assert device in [b.device for backends in pm.hook.uops_backends() for b in backends]
 
 
 def test_probes_return_a_reason_instead_of_raising(device: str, tmp_path) -> None:
