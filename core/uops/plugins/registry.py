@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import _thread  # threading's RLock without importing threading (~1 ms at every start)
 import os
+import sys
 import types
 
 from uops.plugins.backend import HOOKIMPL_ATTR, Backend, FrozenValue, PluginError
@@ -450,10 +451,9 @@ class Registry:
         return None
 
     def _run_module_hook(self, module_name: str) -> list[Backend] | BaseException:
-        from importlib import import_module  # the importlib package loads with pluggy: listing does without it
-
         try:
-            module = import_module(module_name)
+            __import__(module_name)  # not importlib.import_module: the importlib package costs a millisecond
+            module = sys.modules[module_name]
         except Exception as e:
             err = _ImportFailed(module_name)
             err.__cause__ = e
