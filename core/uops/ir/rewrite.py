@@ -581,7 +581,9 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
     """Bottom-up with every result kept on its node (``remember``): the node's memo is the walk's
     record, so no dict is filled and copied out, and a node whose sources are already final (most
     of a small expression) is finished on its first visit; one that is not goes back under its
-    sources. A node whose rule's result still needs the walk waits under ``LINK, result``."""
+    sources. A node whose rule's result still needs the walk waits under ``LINK, result``. The walk
+    goes straight down to the node it would pop next (a source or result just seen not to be final)
+    instead of pushing it and popping it again."""
     fixed = (key, None)  # the memo of a node that is its own result
     table, build = pm.table, pm.build
     new, LINK = _new_uop, _LINK
@@ -595,61 +597,68 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
             continue
         if (m := n._ref.memo) is not None and m[0] is key:
             continue
-        src = n.src
-        if len(src) == 2:  # most nodes: the two sources without a loop or a tuple
-            s0, s1 = src
-            m0, m1 = s0._ref.memo, s1._ref.memo
-            if m1 is None or m1[0] is not key:
-                stack.append(n)
-                stack.append(s1)
+        while True:  # n is not final: finish it, or go down to what it waits for
+            src = n.src
+            if len(src) == 2:  # most nodes: the two sources without a loop or a tuple
+                s0, s1 = src
+                m0, m1 = s0._ref.memo, s1._ref.memo
+                if m1 is None or m1[0] is not key:
+                    stack.append(n)
+                    if m0 is None or m0[0] is not key:
+                        stack.append(s1)
+                        n = s0
+                    else:
+                        n = s1
+                    continue
                 if m0 is None or m0[0] is not key:
-                    stack.append(s0)
-                continue
-            if m0 is None or m0[0] is not key:
-                stack.append(n)
-                stack.append(s0)
-                continue
-            r0, r1 = m0[1], m1[1]
-            if r0 is None and r1 is None:
+                    stack.append(n)
+                    n = s0
+                    continue
+                r0, r1 = m0[1], m1[1]
+                if r0 is None and r1 is None:
+                    x = n
+                else:
+                    s2 = (s0 if r0 is None else r0, s1 if r1 is None else r1)
+                    x = new(UOp, n.op, n.dtype, s2, n.arg) if build is None else build(n.op, n.dtype, s2, n.arg)
+            elif src:
+                waiting = False
+                for s in reversed(src):
+                    if (m := s._ref.memo) is None or m[0] is not key:
+                        if not waiting:
+                            stack.append(n)
+                            waiting = True
+                        stack.append(s)
+                if waiting:
+                    break
+                new_src = tuple([s if (r := s._ref.memo[1]) is None else r for s in src])
+                if all(map(_is, new_src, src)):
+                    x = n
+                else:
+                    x = (
+                        new(UOp, n.op, n.dtype, new_src, n.arg)
+                        if build is None
+                        else build(n.op, n.dtype, new_src, n.arg)
+                    )
+            else:
                 x = n
-            else:
-                s2 = (s0 if r0 is None else r0, s1 if r1 is None else r1)
-                x = new(UOp, n.op, n.dtype, s2, n.arg) if build is None else build(n.op, n.dtype, s2, n.arg)
-        elif src:
-            waiting = False
-            for s in reversed(src):
-                if (m := s._ref.memo) is None or m[0] is not key:
-                    if not waiting:
-                        stack.append(n)
-                        waiting = True
-                    stack.append(s)
-            if waiting:
-                continue
-            new_src = tuple([s if (r := s._ref.memo[1]) is None else r for s in src])
-            if all(map(_is, new_src, src)):
-                x = n
-            else:
-                x = new(UOp, n.op, n.dtype, new_src, n.arg) if build is None else build(n.op, n.dtype, new_src, n.arg)
-        else:
-            x = n
-        if x is not n and (m := x._ref.memo) is not None and m[0] is key:  # the rebuilt node was met before
-            n._ref.memo = (key, x) if m[1] is None else m
-            continue
-        f = table[x.op]
-        if f is None or (r := f(x, None)) is None:
-            if x is not n:
-                x._ref.memo = fixed
-                n._ref.memo = (key, x)
-            else:
-                n._ref.memo = fixed
-            continue
-        if (m := r._ref.memo) is not None and m[0] is key:  # a result known to be final (a rule may mark it so)
-            n._ref.memo = (key, r) if m[1] is None else m
-            continue
-        stack.append(n)
-        stack.append(r)
-        stack.append(LINK)
-        stack.append(r)
+            if x is not n and (m := x._ref.memo) is not None and m[0] is key:  # the rebuilt node was met before
+                n._ref.memo = (key, x) if m[1] is None else m
+                break
+            f = table[x.op]
+            if f is None or (r := f(x, None)) is None:
+                if x is not n:
+                    x._ref.memo = fixed
+                    n._ref.memo = (key, x)
+                else:
+                    n._ref.memo = fixed
+                break
+            if (m := r._ref.memo) is not None and m[0] is key:  # a result known to be final (a rule may mark it so)
+                n._ref.memo = (key, r) if m[1] is None else m
+                break
+            stack.append(n)
+            stack.append(r)
+            stack.append(LINK)
+            n = r
     done: Any = sink._ref.memo
     return sink if done[1] is None else done[1]
 
