@@ -204,6 +204,8 @@ class _Gen:
         self.n = 0
         self.root_dtype_id = False  # some check reads ``udt``, the id of the root's dtype
         self.root_pair = False  # some check reads ``u0, u1``, the root's two sources (set when it has two)
+        # a check on the root's sources written for any count: its forms for two sources and for others
+        self.by_count: dict[str, tuple[str, str]] = {}
 
     def const(self, obj: Any) -> str:
         self.n += 1
@@ -256,7 +258,12 @@ class _Gen:
                     k = self.const(next(iter(q.ops)) if len(q.ops) == 1 else q.ops)
                     c0, c1 = (f"u{i}.op {'is' if len(q.ops) == 1 else 'in'} {k}" for i in (0, 1))
                     self.root_pair = True
-                    self.lines.append(f"{pad}if not (({c0} and {c1}) if ul == 2 else all(map({pred}, us))): {fail}")
+                    line = f"{pad}if not (({c0} and {c1}) if ul == 2 else all(map({pred}, us))): {fail}"
+                    self.by_count[line] = (
+                        f"{pad}if not ({c0} and {c1}): {fail}",
+                        f"{pad}if not all(map({pred}, us)): {fail}",
+                    )
+                    self.lines.append(line)
                 else:
                     self.lines.append(f"{pad}if not all(map({pred}, {v}.src)): {fail}")
             return ind, loop
@@ -360,22 +367,20 @@ def _call_args(fn: Callable[..., Any], names: dict[str, str], wants_ctx: bool) -
 def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[[UOp, Any], Any]:
     g = _Gen()
     g.env["_bad"], g.env["_UOp"], g.env["_interp"] = _bad_return, UOp, _interpret
+    blocks: list[tuple[list[str], bool]] = []  # each rule's lines, and whether they read ``udt``
     for pat, fn, wants_ctx in rules:
         f, pk = g.const(fn), g.const(pat)
         mark = len(g.lines)
         g.lines.append("while True:")
         names: dict[str, str] = {}
-        had_dtype_id = g.root_dtype_id
+        g.root_dtype_id = False
         try:
             ind, _ = g.emit(pat, "u", names, 1, False, skip_op=True)
             call = f"{f}({_call_args(fn, names, wants_ctx)})"
         except _Fallback:
             del g.lines[mark + 1 :]
-            g.root_dtype_id = had_dtype_id
+            g.root_dtype_id = False
             ind, call = 1, f"_interp({pk}, {f}, {wants_ctx}, u, ctx)"
-        if g.root_dtype_id and not had_dtype_id:
-            # taken at the top of the first rule that reads it: every later rule is reached through here
-            g.lines.insert(mark + 1, "    udt = id(u.dtype)")
         pad = "    " * ind
         g.lines += [
             f"{pad}r = {call}",
@@ -384,14 +389,44 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
             f"{pad}    return r",
             "    break",
         ]
+        blocks.append((g.lines[mark:], g.root_dtype_id))
     head = "def match(u, ctx):\n    us = u.src\n    ul = len(us)\n"
     if g.root_pair:
-        head += "    if ul == 2: u0, u1 = us\n"
-    src = head + "\n".join("    " + ln for ln in g.lines) + "\n    return None\n"
+        # most nodes have two sources: their rules, without the count checks, and the others' apart
+        two, other = _rules_for_count(blocks, g.by_count, True), _rules_for_count(blocks, g.by_count, False)
+        body = ["if ul == 2:", "    u0, u1 = us", *("    " + ln for ln in two), "    return None", *other]
+    else:
+        body = _rules_for_count(blocks, g.by_count, None)
+    src = head + "\n".join("    " + ln for ln in body) + "\n    return None\n"
     if _DEBUG_SOURCE:
         print(src)
     exec(compile(src, "<pattern matcher>", "exec"), g.env)
     return g.env["match"]
+
+
+_TWO_SOURCES = "    if ul != 2: break"  # the root's source count check of a rule for two sources
+
+
+def _rules_for_count(
+    blocks: list[tuple[list[str], bool]], by_count: dict[str, tuple[str, str]], two: bool | None
+) -> list[str]:
+    """The rules' lines for a root with two sources (``two``), with any other count (not ``two``: the
+    rules for two are left out) or with any count (None). The root's dtype id is taken at the top of the
+    first rule that reads it: every later rule is reached through there."""
+    out: list[str] = []
+    udt = False
+    for lines, reads_udt in blocks:
+        if two is True:
+            lines = [by_count[ln][0] if ln in by_count else ln for ln in lines if ln != _TWO_SOURCES]
+        elif two is False:
+            if _TWO_SOURCES in lines:
+                continue
+            lines = [by_count[ln][1] if ln in by_count else ln for ln in lines]
+        if reads_udt and not udt:
+            lines = [lines[0], "    udt = id(u.dtype)", *lines[1:]]
+            udt = True
+        out += lines
+    return out
 
 
 _DEBUG_SOURCE = False
