@@ -303,14 +303,12 @@ def _shape(terms: list[tuple[UOp, int]], k: int, dt: DType) -> tuple[int, bool]:
 def _tree_size_upto(u: UOp, limit: int) -> int:
     """tree_size(u) if it is at most ``limit``, else some number above ``limit`` (a walk of the tree
     that stops early, cheaper than tree_size for the small expressions rules compare)."""
-    n = 0
-    stack = [u]
-    while stack:
-        n += 1
-        if n > limit:
-            return n
-        stack.extend(stack.pop().src)
-    return n
+    todo = [u]
+    for n in todo:  # each node's sources join the list it is read from: its length is the size so far
+        todo += n.src
+        if len(todo) > limit:
+            return len(todo)
+    return len(todo)
 
 
 def _not_larger(new: UOp, old: UOp) -> bool:
