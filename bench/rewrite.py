@@ -6,7 +6,8 @@
 (b) rewrite a 100,000-node graph with a 50-rule PatternMatcher, nodes per second.
 Both workloads are described once in a neutral form and built in each IR with the same raw
 ops (tinygrad's FLOORDIV/FLOORMOD stand in for IDIV/MOD: every value here is nonnegative, so
-floor and C division agree). Each timing is the best of a few runs on freshly built graphs.
+floor and C division agree). Each timing is the best of five runs on freshly built graphs, the two
+engines taking turns run by run; the ratios of each pair of runs are printed too, for the spread.
 The node count of uops' simplified expressions is checked against the count the simplifier
 reached before its speed work (SIMPLIFIED_NODES_BEFORE): faster must not mean simplifying less.
 --profile runs workload (a) under cProfile for uops alone and prints where the time goes.
@@ -231,21 +232,19 @@ class Section:
 section = Section()
 
 
-def time_simplify(ir: dict[str, Any], specs: list[Spec], repeats: int) -> tuple[float, int, int]:
-    best, nodes, out_nodes = float("inf"), 0, 0
+def time_simplify(ir: dict[str, Any], specs: list[Spec], counted: bool) -> tuple[float, int, int]:
+    """One timed simplify of freshly built expressions: (seconds, nodes in, nodes out)."""
     simplify = ir["simplify"]
-    for rep in range(repeats):
-        exprs = [ir["builder"]().build(s) for s in specs]  # fresh nodes every repeat
-        nodes = sum(ir["count"](e) for e in exprs)
-        gc.collect()
-        with section(f"{ir['name']}:a", rep == repeats - 1):
-            t0 = time.perf_counter()
-            out = [simplify(e) for e in exprs]
-            t1 = time.perf_counter()
-        best = min(best, t1 - t0)
-        out_nodes = sum(ir["count"](o) for o in out)
-        del out, exprs
-    return best, nodes, out_nodes
+    exprs = [ir["builder"]().build(s) for s in specs]  # fresh nodes every repeat
+    nodes = sum(ir["count"](e) for e in exprs)
+    gc.collect()
+    with section(f"{ir['name']}:a", counted):
+        t0 = time.perf_counter()
+        out = [simplify(e) for e in exprs]
+        t1 = time.perf_counter()
+    out_nodes = sum(ir["count"](o) for o in out)
+    del out, exprs
+    return t1 - t0, nodes, out_nodes
 
 
 def profile_simplify(specs: list[Spec]) -> None:
@@ -264,21 +263,18 @@ def profile_simplify(specs: list[Spec]) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
-def time_rewrite(ir: dict[str, Any], graph: list[Spec], repeats: int) -> tuple[float, int, int]:
-    best, nodes, out_nodes = float("inf"), 0, 0
-    pm = ir["pm"]()
-    for rep in range(repeats):
-        g = ir["builder"]().build(graph[-1])
-        nodes = ir["count"](g)
-        gc.collect()
-        with section(f"{ir['name']}:b", rep == repeats - 1):
-            t0 = time.perf_counter()
-            out = ir["rewrite"](g, pm)
-            t1 = time.perf_counter()
-        best = min(best, t1 - t0)
-        out_nodes = ir["count"](out)
-        del out, g
-    return best, nodes, out_nodes
+def time_rewrite(ir: dict[str, Any], pm: Any, graph: list[Spec], counted: bool) -> tuple[float, int, int]:
+    """One timed rewrite of a freshly built graph: (seconds, nodes in, nodes out)."""
+    g = ir["builder"]().build(graph[-1])
+    nodes = ir["count"](g)
+    gc.collect()
+    with section(f"{ir['name']}:b", counted):
+        t0 = time.perf_counter()
+        out = ir["rewrite"](g, pm)
+        t1 = time.perf_counter()
+    out_nodes = ir["count"](out)
+    del out, g
+    return t1 - t0, nodes, out_nodes
 
 
 def run_callgrind(argv: list[str]) -> None:
@@ -316,7 +312,7 @@ def main() -> None:
         return
     section.active = args.callgrind_child
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
-    n_expr, n_graph, repeats = (1_000, 10_000, 1) if args.quick else (10_000, 100_000, 3)
+    n_expr, n_graph, repeats = (1_000, 10_000, 1) if args.quick else (10_000, 100_000, 5)
     if args.callgrind_child:
         repeats = 2  # the first compiles the matchers
     rng = random.Random(1234)
@@ -332,27 +328,42 @@ def main() -> None:
         irs.append(tg)
     else:
         print("tinygrad not importable: uops numbers only")
-    # node counts come from the uops graphs so both engines are credited with the same work
-    results: dict[str, dict[str, float]] = {}
-    counts: dict[str, int] = {}
+    # The engines take turns, repeat by repeat, and each keeps its best time: a busy spell of a shared
+    # machine then slows both sides of a ratio instead of one. Node counts come from the uops graphs, so
+    # both engines are credited with the same work.
+    times: dict[tuple[str, str], list[float]] = {}
+    counts: dict[str, tuple[int, int]] = {}
+    pms = {ir["name"]: ir["pm"]() for ir in irs}
+    for work in ("simplify", "rewrite"):
+        for rep in range(repeats):
+            for ir in irs:
+                counted = rep == repeats - 1
+                if work == "simplify":
+                    t, n_in, n_out = time_simplify(ir, specs, counted)
+                    if ir["name"] == "uops" and n_out > SIMPLIFIED_NODES_BEFORE[n_expr]:
+                        limit = SIMPLIFIED_NODES_BEFORE[n_expr]
+                        sys.exit(f"uops simplified (a) to {n_out} nodes, more than the {limit} before")
+                else:
+                    t, n_in, n_out = time_rewrite(ir, pms[ir["name"]], graph, counted)
+                times.setdefault((ir["name"], work), []).append(t)
+                counts[f"{ir['name']}:{work}"] = (n_in, n_out)
     for ir in irs:
-        ts, ns, nso = time_simplify(ir, specs, repeats)
-        if ir["name"] == "uops" and nso > SIMPLIFIED_NODES_BEFORE[n_expr]:
-            sys.exit(f"uops simplified (a) to {nso} nodes, more than the {SIMPLIFIED_NODES_BEFORE[n_expr]} before")
-        tr, nr, nout = time_rewrite(ir, graph, repeats)
-        counts.setdefault("simplify", ns)
-        counts.setdefault("rewrite", nr)
-        ns, nr = counts["simplify"], counts["rewrite"]
-        results[ir["name"]] = {"simplify": ns / ts, "rewrite": nr / tr}
+        name = ir["name"]
+        ns, nso = counts["uops:simplify"][0], counts[f"{name}:simplify"][1]
+        nr, nout = counts["uops:rewrite"][0], counts[f"{name}:rewrite"][1]
+        ts, tr = min(times[name, "simplify"]), min(times[name, "rewrite"])
         print(
-            f"{ir['name']:>9}: (a) simplify {n_expr} exprs ({ns} nodes -> {nso}):"
+            f"{name:>9}: (a) simplify {n_expr} exprs ({ns} nodes -> {nso}):"
             f" {ts * 1e3:6.0f} ms = {ns / ts:>9,.0f} nodes/s"
             f" | (b) 50 rules, {nr} nodes -> {nout}: {tr * 1e3:6.0f} ms = {nr / tr:>9,.0f} nodes/s"
         )
-    if "tinygrad" in results:
-        u, t = results["uops"], results["tinygrad"]
-        a, b = u["simplify"] / t["simplify"], u["rewrite"] / t["rewrite"]
-        print(f"ratio uops/tinygrad: (a) simplify {a:.1f}x  (b) rewrite {b:.1f}x")
+    if tg is not None:
+        best = {w: min(times["tinygrad", w]) / min(times["uops", w]) for w in ("simplify", "rewrite")}
+        print(f"ratio uops/tinygrad: (a) simplify {best['simplify']:.1f}x  (b) rewrite {best['rewrite']:.1f}x")
+        for w, label in (("simplify", "(a)"), ("rewrite", "(b)")):
+            pairs = sorted(t / u for u, t in zip(times["uops", w], times["tinygrad", w]))
+            spread = " ".join(f"{p:.1f}x" for p in pairs)
+            print(f"  {label} run by run, sorted: {spread} (of the best times: {best[w]:.1f}x)")
 
 
 if __name__ == "__main__":
