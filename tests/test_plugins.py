@@ -642,6 +642,10 @@ def test_hookimpl_marks_as_pluggy_does() -> None:
     def bare() -> None: ...
 
     assert hookimpl(bare) is bare and bare.uops_impl == theirs(lambda: None).uops_impl  # type: ignore[attr-defined]
+    from uops.plugins.backend import BACKENDS_HOOK
+    from uops.plugins.hooks import UopsHookSpec
+
+    assert BACKENDS_HOOK in vars(UopsHookSpec)  # the name the registry's plain reader looks for is the spec's
 
 
 def _returns(device: str) -> str:

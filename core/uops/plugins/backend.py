@@ -26,11 +26,13 @@ else:
     from uops.renderer import Renderer
     from uops.runtime import Runtime
 
-__all__ = ["HOOKIMPL_ATTR", "PRIORITY", "PROJECT", "Backend", "FrozenValue", "PluginError", "hookimpl"]
+__all__ = ["BACKENDS_HOOK", "HOOKIMPL_ATTR", "PRIORITY", "PROJECT", "Backend", "FrozenValue", "PluginError", "hookimpl"]
 
-#: the pluggy project name of the hooks, and the attribute a hookimpl's options are kept in
+#: the pluggy project name of the hooks, the attribute a hookimpl's options are kept in, and the name of
+#: the hook every plugin implements (`uops.plugins.hooks.UopsHookSpec` specifies it)
 PROJECT = "uops"
 HOOKIMPL_ATTR = PROJECT + "_impl"
+BACKENDS_HOOK = "uops_backends"
 
 
 class PluginError(RuntimeError):

@@ -20,7 +20,7 @@ import os
 import sys
 import types
 
-from uops.plugins.backend import HOOKIMPL_ATTR, Backend, FrozenValue, PluginError
+from uops.plugins.backend import BACKENDS_HOOK, HOOKIMPL_ATTR, Backend, FrozenValue, PluginError, hookimpl
 from uops.plugins.discovery import ENTRY_POINT_GROUP, DistMetadata, EntryPoint, entry_points
 from uops.plugins.versions import SpecifierError, normalize_dist, specifier_contains, uops_range
 from uops.version import __version__ as _core_version
@@ -158,7 +158,8 @@ class _HookMissing(Exception):
     pass
 
 
-_PLAIN_HOOKIMPL = {"wrapper": False, "hookwrapper": False, "optionalhook": False, "tryfirst": False, "trylast": False}
+#: the options `hookimpl` leaves when given none, less ``specname``
+_PLAIN_HOOKIMPL = {k: v for k, v in getattr(hookimpl(lambda: None), HOOKIMPL_ATTR).items() if k != "specname"}
 _VARARGS_FLAGS = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 _MARKABLE = (staticmethod, classmethod, types.MethodType)
 
@@ -182,7 +183,7 @@ def plain_backend_hooks(module: types.ModuleType) -> list[Callable[[], object]] 
             code = value.__code__
             if (
                 type(opts) is not dict
-                or (opts.get("specname") or name) != "uops_backends"
+                or (opts.get("specname") or name) != BACKENDS_HOOK
                 or {k: v for k, v in opts.items() if k != "specname"} != _PLAIN_HOOKIMPL
                 or code.co_argcount or code.co_kwonlyargcount or code.co_flags & _VARARGS_FLAGS
             ):  # fmt: skip
