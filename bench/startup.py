@@ -69,16 +69,19 @@ t2 = time.perf_counter(); import uops.plugins
 t3 = time.perf_counter(); uops.plugins.Device.names()
 t4 = time.perf_counter(); uops.plugins.Device.DEFAULT
 t5, c5 = time.perf_counter(), time.process_time()
-late = int("pluggy" in sys.modules) + 2 * int("typing" in sys.modules)
+late = [m for m in ("pluggy", "typing") if m in sys.modules]
 import numpy
 t6 = time.perf_counter()
-print(t2 - w0, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t5 - w0, c5 - c0, late)
+print(t2 - w0, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t5 - w0, c5 - c0)
+print(*late)
 """
 
 
-def _breakdown(python: str, env: dict[str, str]) -> list[float]:
+def _breakdown(python: str, env: dict[str, str]) -> tuple[list[float], list[str]]:
+    """The split's seconds, and which of pluggy and typing choosing the device imported."""
     out = subprocess.run([python, "-c", _BREAKDOWN], check=True, capture_output=True, text=True, env=env).stdout
-    return [float(x) for x in out.split()]
+    times, late = (out + "\n").split("\n")[:2]
+    return [float(x) for x in times.split()], late.split()
 
 
 def _importable(python: str, module: str, env: dict[str, str]) -> bool:
@@ -142,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print("(the machine's load shows as noise: compare the min columns when medians disagree)")
     # the same split measured inside one interpreter: immune to process start-up noise
-    samples = [_breakdown(py, env) for _ in range(args.runs)]
+    runs = [_breakdown(py, env) for _ in range(args.runs)]
+    samples = [times for times, _ in runs]
     parts = (
         "import uops", "import uops.plugins", "Device.names()", "Device.DEFAULT", "then import numpy",
         "import uops through Device.DEFAULT", "the same in CPU time",
@@ -151,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, p in enumerate(parts):
         col = [s[i] for s in samples]
         print(f"  {p.ljust(34)} {statistics.median(col) * 1e3:6.1f} ({min(col) * 1e3:.1f})")
-    late = int(samples[-1][-1])
-    loaded = [name for bit, name in ((1, "pluggy"), (2, "typing")) if late & bit]
+    loaded = sorted({m for _, late in runs for m in late})
     print(f"choosing the device imported: {', '.join(loaded) or 'neither pluggy nor typing'}")
     return 0
 

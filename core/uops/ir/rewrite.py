@@ -206,6 +206,8 @@ class _Gen:
         self.root_pair = False  # some check reads ``u0, u1``, the root's two sources (set when it has two)
         # a check on the root's sources written for any count: its forms for two sources and for others
         self.by_count: dict[str, tuple[str, str]] = {}
+        # the lines that end a rule unless the root has exactly two sources
+        self.two_sources: set[str] = set()
 
     def const(self, obj: Any) -> str:
         self.n += 1
@@ -275,7 +277,10 @@ class _Gen:
             s = self.tmp()
             length = f"len({s})"
             self.lines.append(f"{pad}{s} = {v}.src")
-        self.lines.append(f"{pad}if {length} {'<' if p.allow_any_len else '!='} {n}: {fail}")
+        count_check = f"{pad}if {length} {'<' if p.allow_any_len else '!='} {n}: {fail}"
+        if v == "u" and n == 2 and not p.allow_any_len and ind == 1 and fail == "break":  # failing ends the rule
+            self.two_sources.add(count_check)
+        self.lines.append(count_check)
         # how each source is read: the root's pair from its locals, any other source by index
         pair = v == "u" and n == 2 and not p.allow_any_len
         self.root_pair |= pair
@@ -393,10 +398,10 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
     head = "def match(u, ctx):\n    us = u.src\n    ul = len(us)\n"
     if g.root_pair:
         # most nodes have two sources: their rules, without the count checks, and the others' apart
-        two, other = _rules_for_count(blocks, g.by_count, True), _rules_for_count(blocks, g.by_count, False)
+        two, other = (_rules_for_count(blocks, g, two) for two in (True, False))
         body = ["if ul == 2:", "    u0, u1 = us", *("    " + ln for ln in two), "    return None", *other]
     else:
-        body = _rules_for_count(blocks, g.by_count, None)
+        body = _rules_for_count(blocks, g, None)
     src = head + "\n".join("    " + ln for ln in body) + "\n    return None\n"
     if _DEBUG_SOURCE:
         print(src)
@@ -404,12 +409,7 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
     return g.env["match"]
 
 
-_TWO_SOURCES = "    if ul != 2: break"  # the root's source count check of a rule for two sources
-
-
-def _rules_for_count(
-    blocks: list[tuple[list[str], bool]], by_count: dict[str, tuple[str, str]], two: bool | None
-) -> list[str]:
+def _rules_for_count(blocks: list[tuple[list[str], bool]], g: _Gen, two: bool | None) -> list[str]:
     """The rules' lines for a root with two sources (``two``), with any other count (not ``two``: the
     rules for two are left out) or with any count (None). The root's dtype id is taken at the top of the
     first rule that reads it: every later rule is reached through there."""
@@ -417,11 +417,11 @@ def _rules_for_count(
     udt = False
     for lines, reads_udt in blocks:
         if two is True:
-            lines = [by_count[ln][0] if ln in by_count else ln for ln in lines if ln != _TWO_SOURCES]
+            lines = [g.by_count[ln][0] if ln in g.by_count else ln for ln in lines if ln not in g.two_sources]
         elif two is False:
-            if _TWO_SOURCES in lines:
+            if not g.two_sources.isdisjoint(lines):
                 continue
-            lines = [by_count[ln][1] if ln in by_count else ln for ln in lines]
+            lines = [g.by_count[ln][1] if ln in g.by_count else ln for ln in lines]
         if reads_udt and not udt:
             lines = [lines[0], "    udt = id(u.dtype)", *lines[1:]]
             udt = True
