@@ -656,6 +656,37 @@ def test_results_taken_as_final_are_fixed_points() -> None:
     assert settled > 100
 
 
+def test_sums_collected_as_they_are_rebuilt_match_the_rules() -> None:
+    # symbolic's walk collects an integer sum while it rebuilds it on new sources (the node the rule would
+    # replace is never made): what it gives must be what the rules give the plain node, and a sum it keeps
+    # must be a fixed point
+    from uops.ir.symbolic import _FINAL, _build_sum
+
+    rng = random.Random(3)
+    leaves = [var("p", -5, 9), var("q", 0, 40), var("r", 0, 3)]
+    leaves += [leaves[1] // 4, leaves[1] % 4, leaves[0].maximum(leaves[2]), -leaves[2], c(0), c(5)]
+
+    def operand() -> UOp:
+        e = rng.choice(leaves)
+        for _ in range(rng.randint(0, 3)):
+            e = rng.choice([e * rng.choice([2, -1, 4]), e + rng.choice(leaves), e - rng.choice(leaves), e + 3])
+        return simplify(e)
+
+    kept = collected = 0
+    for _ in range(600):
+        op = rng.choice([Ops.ADD, Ops.SUB])
+        a, b = operand(), operand()
+        want = graph_rewrite(UOp(op, i32, (a, b)), symbolic, bottom_up=True)
+        got = _build_sum(op, i32, (a, b), None)
+        assert graph_rewrite(got, symbolic, bottom_up=True) is want, (op, a.pretty(), b.pretty())
+        if got.op is op and got.src == (a, b) and got._ref.memo is _FINAL:
+            assert want is got
+            kept += 1
+        elif got is want:
+            collected += 1
+    assert kept > 50 and collected > 50, (kept, collected)
+
+
 def test_continued_sums_are_the_rebuilt_ones() -> None:
     # (y + k1) + k2 and (y + k) +/- t*m continue y instead of flattening and rebuilding the sum: for every
     # y as _build writes it, the result must be the very node the rebuild gives

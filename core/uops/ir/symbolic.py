@@ -133,8 +133,9 @@ class _Sum:
 _LINEAR = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL})
 
 
-def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
-    """Flatten ``u`` into a _Sum; with ``exact``, also check that no skeleton node may have wrapped."""
+def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None, neg: bool = False) -> _Sum | None:
+    """Flatten ``u`` into a _Sum; with ``exact``, also check that no skeleton node may have wrapped. With ``sub``,
+    flatten the sum ``u + sub`` (``u - sub`` with ``neg``) that is not built yet, as the node would (not ``exact``)."""
     if exact:
         dt = u.dtype
         e = _INT_BOUNDS_ID.get(id(dt))
@@ -148,6 +149,14 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48) -> _Sum | None:
     # depth first, sources left to right: the first source is followed in place, the others stacked
     stack: list[tuple[UOp, int]] = []
     n, c = u, 1
+    if sub is not None:  # the root the node would be, counted as the loop below counts it
+        skel = 1
+        if sub.op is _CONST:
+            k = -sub.arg if neg else sub.arg
+            nconst = 1
+            skel = 2
+        else:
+            stack.append((sub, -1 if neg else 1))
     while True:
         op = n.op
         if op is _ADD or op is _SUB or op is _NEG or (op is _MUL and n.src[1].op is _CONST):
@@ -397,6 +406,35 @@ _ALU = GroupOp.ALU
 _COMMUTATIVE = GroupOp.Commutative
 
 
+def _build_sum(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object) -> UOp:
+    """symbolic's build (see _build_node): an integer sum that only _collect can rewrite is collected as it is
+    rebuilt, so the node it replaces is never made, and a sum it keeps is made final at once."""
+    if (op is _ADD or op is _SUB) and arg is None and (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+        a, b = src
+        ao, bo = a.op, b.op
+        # the rules before _collect: folding, constants to the right, x + 0, x - c, x - x, NEG sources
+        if (
+            ao is not _CONST
+            and ao is not _NEG
+            and bo is not _NEG
+            and (bo is not _CONST or (op is _ADD and b.arg != 0))
+            and (op is _ADD or a is not b)
+            and a.dtype is dt
+            and b.dtype is dt
+        ):
+            r = _collect_sum(op, dt, a, b, None)
+            if r.op is op and (s := r.src)[0] is a and s[1] is b:  # kept: a fixed point of every rule
+                if (memo := r._ref.memo) is None or memo[0] is not _FINAL[0]:
+                    r._ref.memo = _FINAL
+                return r
+            if r.op is _CONST or ((memo := r._ref.memo) is not None and memo[0] is _FINAL[0]):
+                return r  # final, or known to the walk
+            # a result the walk must still take apart (its new sources are not final): the plain node, for
+            # the rules to rewrite as they would have
+            return _new_uop(UOp, op, dt, src, arg)
+    return _build_node(op, dt, src, arg)
+
+
 def _is_neg_zero(v: ConstType) -> bool:
     return isinstance(v, float) and v == 0 and math.copysign(1.0, v) < 0
 
@@ -549,6 +587,13 @@ def _collect(x: UOp) -> UOp | None:
         lo, hi = x._ref.vrange or x._range()
         return UOp.const(dt, lo) if lo == hi and dt.count == 1 else None
     a, b = x.src
+    return _collect_sum(x.op, dt, a, b, x)
+
+
+def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
+    """_collect of the integer sum ``x`` = op(a, b), or of that sum before it is built (``x`` None, a and b of
+    dtype ``dt``: see _build_sum). Returns the node the sum becomes, ``x`` itself (made now if it was not)
+    when it is kept."""
     # x._ref.flat, a structural fact kept on the node: the bases of x's flattening when they are distinct,
     # with no constant and no (y//c, y%c) pair to recombine. Then x + c flattens to the same terms and
     # one constant, last; x +/- t*k, t a new base that is no IDIV or MOD, to distinct bases and no pair
@@ -556,14 +601,18 @@ def _collect(x: UOp) -> UOp | None:
     ta = a._ref.flat
     if ta is not None:
         if b.op is _CONST:
-            if x.op is _ADD:
+            if op is _ADD:
+                if x is None:
+                    x = _new_uop(UOp, op, dt, (a, b))
                 lo, hi = x._ref.vrange or x._range()  # _kept(x), spelled out
-                return UOp.const(dt, lo) if lo == hi else None
+                return UOp.const(dt, lo) if lo == hi else x
         else:
             bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
             if bb not in ta and bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb):
                 t = ta.copy()
                 t[bb] = 1
+                if x is None:
+                    x = _new_uop(UOp, op, dt, (a, b))
                 x._ref.flat = t
                 return _kept(x)
     if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
@@ -572,69 +621,74 @@ def _collect(x: UOp) -> UOp | None:
         ao, bo = ba.op, bb.op  # _leaf(ba) and _leaf(bb), spelled out
         leaf_a = not (ao is _ADD or ao is _SUB or ao is _NEG or ao is _CONST or (ao is _MUL and ba.src[1].op is _CONST))
         leaf_b = not (bo is _ADD or bo is _SUB or bo is _NEG or bo is _CONST or (bo is _MUL and bb.src[1].op is _CONST))
-        if ba is not bb and leaf_a and (leaf_b or (b.op is _CONST and x.op is _ADD)):
+        if ba is not bb and leaf_a and (leaf_b or (b.op is _CONST and op is _ADD)):
             if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
+                if x is None:
+                    x = _new_uop(UOp, op, dt, (a, b))
                 if b.op is not _CONST:
                     x._ref.flat = {ba: 1, bb: 1}  # two distinct bases that do not pair, no constant
                 lo, hi = x._ref.vrange or x._range()  # _kept(x), spelled out: the most common return
-                return UOp.const(dt, lo) if lo == hi else None
+                return UOp.const(dt, lo) if lo == hi else x
+    like = a if x is None else x  # what _build takes the dtype from
     # (y + k1) + k2 and (y + k) +/- t*m, with y a sum as _build writes it and t a new base that pairs with
     # nothing: the rebuild below would give y's terms again in y's order, so y is continued, not rebuilt
     if a.op is _ADD and a.src[1].op is _CONST and a is not b:
         y = a.src[0]
         if b.op is _CONST:
-            if x.op is _ADD and (st := _spine(y, None)) is not None:
-                return _continued(x, y, [], a.src[1].arg + b.arg, st)
+            if op is _ADD and (st := _spine(y, None)) is not None:
+                return _continued(like, y, [], a.src[1].arg + b.arg, st)
         else:
             bmul = b.op is _MUL and b.src[1].op is _CONST
             bb = b.src[0] if bmul else b
             if bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb) and (st := _spine(y, bb)) is not None:
                 co = b.src[1].arg if bmul else 1
-                return _continued(x, y, [(bb, co if x.op is _ADD else -co)], a.src[1].arg, st)
-    f = _flatten(x, exact=False)
+                return _continued(like, y, [(bb, co if op is _ADD else -co)], a.src[1].arg, st)
+    f = _flatten(x, exact=False) if x is not None else _flatten(a, False, 48, b, op is _SUB)
     if f is None:
-        return _kept(x)
+        return _kept(x if x is not None else _new_uop(UOp, op, dt, (a, b)))
     terms = f.terms
     changed = f.rep or f.nconst >= 2
     if f.mods:
         # (y//c)*(c*m) + (y%c)*m -> y*m: C's identity a == (a/b)*b + a%b holds for every sign
         divs: dict[tuple[UOp, ...], UOp] = {}
-        for b in terms:  # a loop, not a comprehension: 3.11 makes a function call of one
-            if b.op is _IDIV and b.arg is None:
-                divs[b.src] = b
-        for b in list(terms):
-            if b.op is _MOD and b.src[1].op is _CONST and terms.get(b):
-                d = divs.get(b.src)
-                if d is None or (d.dtype is not b.dtype and d.dtype != b.dtype):
+        for u in terms:  # a loop, not a comprehension: 3.11 makes a function call of one
+            if u.op is _IDIV and u.arg is None:
+                divs[u.src] = u
+        for u in list(terms):
+            if u.op is _MOD and u.src[1].op is _CONST and terms.get(u):
+                d = divs.get(u.src)
+                if d is None or (d.dtype is not u.dtype and d.dtype != u.dtype):
                     continue
-                m = terms[b]
-                if terms.get(d) == m * b.src[1].arg:
-                    y = b.src[0]
-                    terms[b] = terms[d] = 0
+                m = terms[u]
+                if terms.get(d) == m * u.src[1].arg:
+                    y = u.src[0]
+                    terms[u] = terms[d] = 0
                     terms[y] = terms.get(y, 0) + m
                     if y.op is _IDIV and y.arg is None:
                         divs.setdefault(y.src, y)
                     changed = True
-    if not changed and f.nconst == 0:
-        x._ref.flat = terms
-    const_last = x.op is _ADD and x.src[1].op is _CONST
+    const_last = op is _ADD and b.op is _CONST
     if not changed and not (f.nconst == 1 and not const_last):
+        if x is None:
+            x = _new_uop(UOp, op, dt, (a, b))
+        if f.nconst == 0:
+            x._ref.flat = terms
         return _kept(x)
     tl = list(terms.items())
-    new_skel, settled = _shape(tl, f.k, x.dtype)
+    new_skel, settled = _shape(tl, f.k, dt)
     if new_skel > f.skel:
         extra = sum(
-            (f.occ.get(b, 1) - (1 if co else 0)) * tree_size(b) for b, co in terms.items() if not co or b in f.occ
+            (f.occ.get(u, 1) - (1 if co else 0)) * tree_size(u) for u, co in terms.items() if not co or u in f.occ
         )
         if new_skel > f.skel + extra:
-            return _kept(x)
-    out = _build(tl, f.k, x)
-    if out is x:
-        return _kept(x)
+            return _kept(x if x is not None else _new_uop(UOp, op, dt, (a, b)))
+    out = _build(tl, f.k, like)
+    if out.op is op and (s := out.src)[0] is a and s[1] is b:  # the sum rebuilt as it was
+        return _kept(out)
     if out.op is not _CONST:
         lo, hi = out._ref.vrange or out._range()
         if lo == hi:
-            return UOp.const(x.dtype, lo)
+            return UOp.const(dt, lo)
     if settled and ((memo := out._ref.memo) is None or memo[0] is not _FINAL[0]):
         out._ref.memo = _FINAL  # a fixed point of every rule: the walk need not offer it to them again
     return out
@@ -682,7 +736,7 @@ def _spine(y: UOp, new: UOp | None) -> bool | None:
         return ok and t.dtype is dt
 
 
-def _continued(x: UOp, y: UOp, extra: list[tuple[UOp, int]], k: int, settled: bool) -> UOp | None:
+def _continued(x: UOp, y: UOp, extra: list[tuple[UOp, int]], k: int, settled: bool) -> UOp:
     """_collect's result for a sum whose terms are y's and then ``extra``, constant k (see _spine)."""
     out = _build(extra, k, x, y)
     if out.op is not _CONST:
@@ -698,10 +752,10 @@ def _continued(x: UOp, y: UOp, extra: list[tuple[UOp, int]], k: int, settled: bo
     return out
 
 
-def _kept(x: UOp) -> UOp | None:
+def _kept(x: UOp) -> UOp:
     """What _collect returns for an integer sum it keeps: its constant if its range is one value."""
     lo, hi = x._ref.vrange or x._range()
-    return UOp.const(x.dtype, lo) if lo == hi else None
+    return UOp.const(x.dtype, lo) if lo == hi else x
 
 
 def _split_terms(f: _Sum, c: int) -> tuple[list[tuple[UOp, int]], list[tuple[UOp, int]]]:
@@ -872,8 +926,9 @@ symbolic_simple = PatternMatcher(
     build=_build_node,
 )
 
-symbolic = symbolic_simple + PatternMatcher(
-    [
+symbolic = PatternMatcher(
+    symbolic_simple.rules
+    + [
         # integer/bool nodes whose value range is a single value
         # (ADD/SUB: _collect folds their ranges first, one rule call per node)
         (UPat((GroupOp.ALU | {Ops.CAST}) - {Ops.ADD, Ops.SUB}, dtype=_INTS_BOOL, name="x"), _range_fold),
@@ -883,7 +938,8 @@ symbolic = symbolic_simple + PatternMatcher(
         (UPat((Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ), src=(UPat.var("a"), UPat(Ops.CONST, name="b")), name="x"), _cmp_const),
         (UPat(Ops.CMPLT, src=(UPat(Ops.CONST, name="a"), UPat.var("b")), name="x"), _cmp_const),
         (UPat(Ops.MAX, dtype=_INTS, name="x"), _max_range),
-    ]
+    ],
+    build=_build_sum,
 )
 
 
