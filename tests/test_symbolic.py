@@ -660,7 +660,7 @@ def test_sums_collected_as_they_are_rebuilt_match_the_rules() -> None:
     # symbolic's walk collects an integer sum while it rebuilds it on new sources (the node the rule would
     # replace is never made): what it gives must be what the rules give the plain node, and a sum it keeps
     # must be a fixed point
-    from uops.ir.symbolic import _FINAL, _build_sum
+    from uops.ir.symbolic import _FINAL, _build_node
 
     rng = random.Random(3)
     leaves = [var("p", -5, 9), var("q", 0, 40), var("r", 0, 3)]
@@ -677,7 +677,7 @@ def test_sums_collected_as_they_are_rebuilt_match_the_rules() -> None:
         op = rng.choice([Ops.ADD, Ops.SUB])
         a, b = operand(), operand()
         want = graph_rewrite(UOp(op, i32, (a, b)), symbolic, bottom_up=True)
-        got = _build_sum(op, i32, (a, b), None)
+        got = _build_node(op, i32, (a, b), None)
         assert graph_rewrite(got, symbolic, bottom_up=True) is want, (op, a.pretty(), b.pretty())
         if got.op is op and got.src == (a, b) and got._ref.memo is _FINAL:
             assert want is got

@@ -159,7 +159,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
             stack.append((sub, -1 if neg else 1))
     while True:
         op = n.op
-        if op is _ADD or op is _SUB or op is _NEG or (op is _MUL and n.src[1].op is _CONST):
+        if op in _LINEAR and (op is not _MUL or n.src[1].op is _CONST):  # one set test for a leaf
             skel += 1
             if ok:
                 lo, hi = n._ref.vrange or n._range()
@@ -383,9 +383,11 @@ def _const_right(x: UOp) -> UOp | None:
     return None
 
 
-def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object) -> UOp:
+def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object, collect: bool = True) -> UOp:
     """The node simplify's walk rebuilds on new sources, with the first rules of symbolic_simple applied as
-    it is made (folding constants, constants to the right): the node they would replace is never built."""
+    it is made (folding constants, constants to the right): the node they would replace is never built.
+    With ``collect`` (symbolic's walk), an integer sum that only _collect can rewrite is collected as it is
+    rebuilt, so the node it replaces is never made either, and a sum it keeps is final at once."""
     if len(src) == 2:
         a, b = src
         if a.op is _CONST:
@@ -394,6 +396,26 @@ def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object) -> UOp:
                     src = (b, a)
             elif op in _ALU and (r := _fold_parts(op, dt, src)) is not None:
                 return r
+        elif collect and (op is _ADD or op is _SUB) and arg is None and a.dtype is dt and b.dtype is dt:
+            ao, bo = a.op, b.op
+            # the rules before _collect: x + 0, x - c, x - x, NEG sources (a is no constant here)
+            if (
+                ao is not _NEG
+                and bo is not _NEG
+                and (bo is not _CONST or (op is _ADD and b.arg != 0))
+                and (op is _ADD or a is not b)
+                and (e := _INT_BOUNDS_ID.get(id(dt))) is not None
+                and e[0] is dt
+            ):
+                r = _collect_sum(op, dt, a, b, None)
+                if r.op is op and (s := r.src)[0] is a and s[1] is b:  # kept: a fixed point of every rule
+                    if (memo := r._ref.memo) is None or memo[0] is not _FINAL[0]:
+                        r._ref.memo = _FINAL
+                    return r
+                if r.op is _CONST or ((memo := r._ref.memo) is not None and memo[0] is _FINAL[0]):
+                    return r  # final, or known to the walk
+                # a result the walk must still take apart (its new sources are not final): the plain node,
+                # for the rules to rewrite as they would have
     elif len(src) == 1 and (op is _CAST or op is _BITCAST) and src[0].op is _CONST:
         if (r := _fold_cast_parts(op, dt, src[0])) is not None:
             return r
@@ -402,37 +424,13 @@ def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object) -> UOp:
     return _new_uop(UOp, op, dt, src, arg)
 
 
+def _build_simple(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object) -> UOp:
+    """symbolic_simple's build: _build_node without collecting sums (a rule of symbolic only)."""
+    return _build_node(op, dt, src, arg, False)
+
+
 _ALU = GroupOp.ALU
 _COMMUTATIVE = GroupOp.Commutative
-
-
-def _build_sum(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object) -> UOp:
-    """symbolic's build (see _build_node): an integer sum that only _collect can rewrite is collected as it is
-    rebuilt, so the node it replaces is never made, and a sum it keeps is made final at once."""
-    if (op is _ADD or op is _SUB) and arg is None and (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
-        a, b = src
-        ao, bo = a.op, b.op
-        # the rules before _collect: folding, constants to the right, x + 0, x - c, x - x, NEG sources
-        if (
-            ao is not _CONST
-            and ao is not _NEG
-            and bo is not _NEG
-            and (bo is not _CONST or (op is _ADD and b.arg != 0))
-            and (op is _ADD or a is not b)
-            and a.dtype is dt
-            and b.dtype is dt
-        ):
-            r = _collect_sum(op, dt, a, b, None)
-            if r.op is op and (s := r.src)[0] is a and s[1] is b:  # kept: a fixed point of every rule
-                if (memo := r._ref.memo) is None or memo[0] is not _FINAL[0]:
-                    r._ref.memo = _FINAL
-                return r
-            if r.op is _CONST or ((memo := r._ref.memo) is not None and memo[0] is _FINAL[0]):
-                return r  # final, or known to the walk
-            # a result the walk must still take apart (its new sources are not final): the plain node, for
-            # the rules to rewrite as they would have
-            return _new_uop(UOp, op, dt, src, arg)
-    return _build_node(op, dt, src, arg)
 
 
 def _is_neg_zero(v: ConstType) -> bool:
@@ -592,7 +590,7 @@ def _collect(x: UOp) -> UOp | None:
 
 def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
     """_collect of the integer sum ``x`` = op(a, b), or of that sum before it is built (``x`` None, a and b of
-    dtype ``dt``: see _build_sum). Returns the node the sum becomes, ``x`` itself (made now if it was not)
+    dtype ``dt``: see _build_node). Returns the node the sum becomes, ``x`` itself (made now if it was not)
     when it is kept."""
     # x._ref.flat, a structural fact kept on the node: the bases of x's flattening when they are distinct,
     # with no constant and no (y//c, y%c) pair to recombine. Then x + c flattens to the same terms and
@@ -923,7 +921,7 @@ symbolic_simple = PatternMatcher(
         # select
         (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("b"))), _where),
     ],
-    build=_build_node,
+    build=_build_simple,
 )
 
 symbolic = PatternMatcher(
@@ -939,7 +937,7 @@ symbolic = PatternMatcher(
         (UPat(Ops.CMPLT, src=(UPat(Ops.CONST, name="a"), UPat.var("b")), name="x"), _cmp_const),
         (UPat(Ops.MAX, dtype=_INTS, name="x"), _max_range),
     ],
-    build=_build_sum,
+    build=_build_node,
 )
 
 
