@@ -117,7 +117,7 @@ def _exact(u: UOp) -> bool:
 class _Sum:
     """An integer expression flattened into sum(coeff * base) + const (bases in first-use order)."""
 
-    __slots__ = ("terms", "occ", "k", "nconst", "skel", "exact", "rep", "mods")
+    __slots__ = ("terms", "occ", "k", "nconst", "skel", "exact", "rep", "mods", "muls")
 
     # no __init__: _flatten, the one maker, sets every field (and the bare class call allocates cheapest)
     terms: dict[UOp, int]
@@ -128,6 +128,7 @@ class _Sum:
     exact: bool  # no skeleton node may have wrapped
     rep: bool  # some base occurs more than once
     mods: bool  # some base is a MOD
+    muls: dict[UOp, UOp]  # base -> a node base*m met at coefficient +/-1 (so _build can reuse it)
 
 
 _LINEAR = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL})
@@ -143,6 +144,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
     s = _Sum()  # every field is set below
     terms: dict[UOp, int] = {}
     occ: dict[UOp, int] = {}
+    muls: dict[UOp, UOp] = {}
     k = nconst = skel = 0
     ok = exact
     rep = mods = False
@@ -178,6 +180,8 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
                 c = -c
             else:
                 skel += 1
+                if c == 1 or c == -1:
+                    muls[src[0]] = n
                 c = c * src[1].arg
             n = src[0]
             continue
@@ -199,6 +203,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
             break
         n, c = stack.pop()
     s.terms, s.occ, s.k, s.nconst, s.skel, s.exact, s.rep, s.mods = terms, occ, k, nconst, skel, ok and exact, rep, mods
+    s.muls = muls
     return s
 
 
@@ -208,10 +213,18 @@ def _leaf(u: UOp) -> bool:
     return not (op is _ADD or op is _SUB or op is _NEG or op is _CONST or (op is _MUL and u.src[1].op is _CONST))
 
 
-def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = None) -> UOp:
+_NO_MULS: dict[UOp, UOp] = {}  # read only
+
+
+def _build(
+    terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = None, muls: dict[UOp, UOp] | None = None
+) -> UOp:
     """sum(coeff * base) + k, constants last, negative coefficients as SUB, continuing the sum ``acc`` when
     one is given. For the scalar integer dtypes the new nodes get their value ranges as they are built
-    (what _compute_range gives them, without the post-order walk a later ``_range`` would make)."""
+    (what _compute_range gives them, without the post-order walk a later ``_range`` would make). ``muls``
+    (see _Sum) has nodes base*m that are taken as they are where the sum has that term, not looked up."""
+    if muls is None:
+        muls = _NO_MULS
     dt = like.dtype
     e = _INT_BOUNDS_ID.get(id(dt))
     bounds = e[1] if e is not None and e[0] is dt else None
@@ -234,6 +247,17 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
                 if bounds is not None:
                     lo, hi = b._ref.vrange or b._range()
                 continue
+            if (
+                c != -1
+                and (t := muls.get(b)) is not None
+                and t.src[1].arg == c
+                and t.dtype is bd
+                and t.src[1].dtype is bd
+            ):
+                acc = t  # the node b*c, met in the flattened sum
+                if bounds is not None:
+                    lo, hi = t._ref.vrange or t._range()
+                continue
             r = None
             if bounds is not None:
                 lo, hi = b._ref.vrange or b._range()
@@ -248,14 +272,19 @@ def _build(terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = No
             )
             continue
         m = c if c > 0 else -c
-        if bounds is None:
-            t = b if m == 1 else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
-            acc = _new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
-            continue
-        t0, t1 = b._ref.vrange or b._range()
         if m == 1:
             t = b
+        elif (t := muls.get(b)) is None or t.src[1].arg != m or t.dtype is not bd or t.src[1].dtype is not bd:
+            t = None  # not met: made below
+        if bounds is None:
+            if t is None:
+                t = _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
+            acc = _new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
+            continue
+        if t is not None:
+            t0, t1 = t._ref.vrange or t._range()
         else:
+            t0, t1 = b._ref.vrange or b._range()
             t0, t1 = t0 * m, t1 * m
             if not bounds[0] <= t0 <= t1 <= bounds[1]:
                 t0, t1 = bounds
@@ -680,7 +709,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
         )
         if new_skel > f.skel + extra:
             return _kept(x if x is not None else _new_uop(UOp, op, dt, (a, b)))
-    out = _build(tl, f.k, like)
+    out = _build(tl, f.k, like, None, f.muls)
     if out.op is op and (s := out.src)[0] is a and s[1] is b:  # the sum rebuilt as it was
         return _kept(out)
     if out.op is not _CONST:
