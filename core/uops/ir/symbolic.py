@@ -197,11 +197,11 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
             terms[n] = c
             if op is _MOD:
                 mods = True
-            if len(terms) > limit:
-                return None
         if not stack:
             break
         n, c = stack.pop()
+    if len(terms) > limit:  # terms only grow: the same answer as a test at each new base, once
+        return None
     s.terms, s.occ, s.k, s.nconst, s.skel, s.exact, s.rep, s.mods = terms, occ, k, nconst, skel, ok and exact, rep, mods
     s.muls = muls
     return s
@@ -217,17 +217,30 @@ _NO_MULS: dict[UOp, UOp] = {}  # read only
 
 
 def _build(
-    terms: list[tuple[UOp, int]], k: int, like: UOp, acc: UOp | None = None, muls: dict[UOp, UOp] | None = None
+    terms: list[tuple[UOp, int]],
+    k: int,
+    like: UOp,
+    acc: UOp | None = None,
+    muls: dict[UOp, UOp] | None = None,
+    shape: list[int] | None = None,
 ) -> UOp:
     """sum(coeff * base) + k, constants last, negative coefficients as SUB, continuing the sum ``acc`` when
     one is given. For the scalar integer dtypes the new nodes get their value ranges as they are built
     (what _compute_range gives them, without the post-order walk a later ``_range`` would make). ``muls``
-    (see _Sum) has nodes base*m that are taken as they are where the sum has that term, not looked up."""
+    (see _Sum) has nodes base*m that are taken as they are where the sum has that term, not looked up.
+    ``shape``, a list, gets the sum's skeleton size (what _flatten counts) and whether it is a
+    fixed point of ``symbolic``: signed, every base of the sum's dtype, no NEG first (ADD of a NEG is rewritten)
+    and every coefficient far from the dtype's edges."""
     if muls is None:
         muls = _NO_MULS
     dt = like.dtype
     e = _INT_BOUNDS_ID.get(id(dt))
     bounds = e[1] if e is not None and e[0] is dt else None
+    lim = (
+        bounds[1] >> 1 if bounds is not None and dt.kind == "i" else 0
+    )  # coefficients within +/-lim are far from the edges
+    settled = lim > 0
+    skel = 0
     lo: ConstType = 0
     hi: ConstType = 0
     if acc is not None:
@@ -241,6 +254,9 @@ def _build(
         bd = b.dtype
         if bd is not dt:
             bounds = None  # mixed dtypes: ranges are left to _range
+            settled = False
+        if not -lim < c < lim:
+            settled = False
         if acc is None:
             if c == 1:
                 acc = b
@@ -255,9 +271,15 @@ def _build(
                 and t.src[1].dtype is bd
             ):
                 acc = t  # the node b*c, met in the flattened sum
+                skel = 2
                 if bounds is not None:
                     lo, hi = t._ref.vrange or t._range()
                 continue
+            if c == -1:
+                skel = 1
+                settled = False  # ADD of a NEG is rewritten
+            else:
+                skel = 2
             r = None
             if bounds is not None:
                 lo, hi = b._ref.vrange or b._range()
@@ -272,6 +294,7 @@ def _build(
             )
             continue
         m = c if c > 0 else -c
+        skel += 1 if m == 1 else 3
         if m == 1:
             t = b
         elif (t := muls.get(b)) is None or t.src[1].arg != m or t.dtype is not bd or t.src[1].dtype is not bd:
@@ -294,6 +317,8 @@ def _build(
             lo, hi = bounds
         acc = _new_uop(UOp, _ADD if c > 0 else _SUB, dt, (acc, t), None, (lo, hi))
     if acc is None:
+        if shape is not None:
+            shape += (1, 0)
         return like.const_like(k)
     # a constant that wraps to 0 is left out; one inside the dtype's range does not wrap (no truncate call)
     if bounds is not None and bounds[0] <= k <= bounds[1]:
@@ -301,41 +326,13 @@ def _build(
             lo, hi = lo + k, hi + k
             r = (lo, hi) if bounds[0] <= lo <= hi <= bounds[1] else bounds
             acc = _new_uop(UOp, _ADD, dt, (acc, UOp.const(dt, k)), None, r)
+            skel += 2
     elif k and truncate(k, dt):
         acc = _new_uop(UOp, _ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
+        skel += 2
+    if shape is not None:
+        shape += (skel, settled)  # a bool is an int
     return acc
-
-
-def _shape(terms: list[tuple[UOp, int]], k: int, dt: DType) -> tuple[int, bool]:
-    """The skeleton size of _build's sum of ``terms`` + k, and whether that sum is a fixed point of
-    ``symbolic``: signed, every base of the sum's dtype, no NEG first (ADD of a NEG is rewritten) and every
-    coefficient far from the dtype's edges."""
-    e = _INT_BOUNDS_ID.get(id(dt))
-    bounds: tuple[ConstType, ConstType]
-    if e is not None and e[0] is dt:  # the table's bounds are ints: no int() call (a slow type call in 3.11)
-        bounds = e[1]
-        lim = e[1][1] >> 1 if dt.kind == "i" else 0
-    else:
-        bounds = (dtypes.min(dt), dtypes.max(dt))
-        lim = int(bounds[1]) >> 1 if dt.kind == "i" else 0
-    settled = lim > 0
-    n = 0
-    first = True
-    for b, c in terms:
-        if c == 0:
-            continue
-        if first:
-            n += 0 if c == 1 else 1 if c == -1 else 2
-            if c == -1:
-                settled = False
-            first = False
-        else:
-            n += 1 if c == 1 or c == -1 else 3
-        if settled and (b.dtype is not dt or not -lim < c < lim):
-            settled = False
-    if first:
-        return 1, False
-    return n + (2 if k and (bounds[0] <= k <= bounds[1] or truncate(k, dt) != 0) else 0), settled
 
 
 def _tree_size_upto(u: UOp, limit: int) -> int:
@@ -701,15 +698,15 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
         if f.nconst == 0:
             x._ref.flat = terms
         return _kept(x)
-    tl = list(terms.items())
-    new_skel, settled = _shape(tl, f.k, dt)
-    if new_skel > f.skel:
+    shape: list[int] = []
+    out = _build(list(terms.items()), f.k, like, None, f.muls, shape)
+    new_skel, settled = shape
+    if new_skel > f.skel:  # built before it is known to be no larger: it is, nearly always
         extra = sum(
             (f.occ.get(u, 1) - (1 if co else 0)) * tree_size(u) for u, co in terms.items() if not co or u in f.occ
         )
         if new_skel > f.skel + extra:
             return _kept(x if x is not None else _new_uop(UOp, op, dt, (a, b)))
-    out = _build(tl, f.k, like, None, f.muls)
     if out.op is op and (s := out.src)[0] is a and s[1] is b:  # the sum rebuilt as it was
         return _kept(out)
     if out.op is not _CONST:
@@ -724,7 +721,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
 def _spine(y: UOp, new: UOp | None) -> bool | None:
     """None unless ``y`` is a sum exactly as _build writes it from its terms (a left spine of ADD/SUB of a
     base or base*m, m > 1, over a first base, NEG base or base*c) with no base ``new``; else whether its
-    terms are settled ones (see _shape)."""
+    terms are settled ones (see _build's ``shape``)."""
     dt = y.dtype
     e = _INT_BOUNDS_ID.get(id(dt))
     lim = e[1][1] >> 1 if e is not None and e[0] is dt and dt.kind == "i" else 0
