@@ -210,7 +210,10 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
 def _leaf(u: UOp) -> bool:
     """Not part of a linear skeleton: flattening stops here."""
     op = u.op
-    return not (op is _ADD or op is _SUB or op is _NEG or op is _CONST or (op is _MUL and u.src[1].op is _CONST))
+    return op not in _SKELETON or (op is _MUL and u.src[1].op is not _CONST)
+
+
+_SKELETON = _LINEAR | {Ops.CONST}
 
 
 _NO_MULS: dict[UOp, UOp] = {}  # read only
@@ -643,8 +646,8 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
         ba = a.src[0] if a.op is _MUL and a.src[1].op is _CONST else a
         bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
         ao, bo = ba.op, bb.op  # _leaf(ba) and _leaf(bb), spelled out
-        leaf_a = not (ao is _ADD or ao is _SUB or ao is _NEG or ao is _CONST or (ao is _MUL and ba.src[1].op is _CONST))
-        leaf_b = not (bo is _ADD or bo is _SUB or bo is _NEG or bo is _CONST or (bo is _MUL and bb.src[1].op is _CONST))
+        leaf_a = ao not in _SKELETON or (ao is _MUL and ba.src[1].op is not _CONST)
+        leaf_b = bo not in _SKELETON or (bo is _MUL and bb.src[1].op is not _CONST)
         if ba is not bb and leaf_a and (leaf_b or (b.op is _CONST and op is _ADD)):
             if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
                 if x is None:
