@@ -67,15 +67,17 @@ def test_threads_rebuilding_freed_nodes_share_them():
 
 
 def test_new_dtypes_from_many_threads_keep_distinct_nodes():
-    """Each new dtype gets its own cache token, so nodes of different dtypes never collide."""
-    # pointer dtypes of sizes never used elsewhere enter the token table for the first time here
-    made = [dtypes.float32.ptr(7_000_000 + k) for k in range(200)]
+    """A dtype takes its cache token when it is made: threads making the same new dtypes at once get one
+    token per dtype (equal dtypes share it, different ones never do), so their nodes are one per dtype."""
 
     def consts() -> list[UOp]:
+        # pointer dtypes of sizes never used elsewhere: each thread makes its own equal objects, new to the table
+        made = [dtypes.float32.ptr(7_000_000 + k) for k in range(200)]
         return [UOp(Ops.DEFINE_GLOBAL, dt, (), 0) for dt in made]
 
     results = _build_in_threads(4, consts)
     for nodes in results:
-        assert [u.dtype for u in nodes] == made
-    for k in range(len(made)):
+        assert [u.dtype.size for u in nodes] == [7_000_000 + k for k in range(200)]
+        assert len({u.dtype._tok for u in nodes}) == 200
+    for k in range(200):
         assert len({id(r[k]) for r in results}) == 1

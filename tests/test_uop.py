@@ -48,3 +48,26 @@ def test_signed_zero_and_nan_constants_are_distinct_nodes_but_consed():
     neg, pos = UOp.const(dtypes.float32, -0.0), UOp.const(dtypes.float32, 0.0)
     assert neg is not pos and str(neg.arg) == "-0.0"
     assert UOp.const(dtypes.float32, float("nan")) is UOp.const(dtypes.float32, float("nan"))
+
+
+def test_equal_dtypes_that_are_other_objects_build_the_same_nodes():
+    other_int32 = dtypes.int32.vec(4).scalar()  # equal to dtypes.int32, a different object
+    assert other_int32 is not dtypes.int32 and other_int32._tok == dtypes.int32._tok
+    assert UOp.const(other_int32, 7) is UOp.const(dtypes.int32, 7)
+    a = UOp.variable("eq_dtype_var", 0, 10)
+    assert UOp(Ops.ADD, other_int32, (a, a)) is UOp(Ops.ADD, dtypes.int32, (a, a))
+    assert dtypes.int32.vec(4)._tok == dtypes.int32.vec(4)._tok != dtypes.int32.vec(2)._tok
+    assert dtypes.int32.ptr()._tok != dtypes.int32._tok  # a pointer is never equal to its base
+
+
+def test_integer_bounds_on_dtypes_are_the_dtype_limits():
+    for dt in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.uint64):
+        assert dt._ibounds == (dtypes.min(dt), dtypes.max(dt))
+        assert UOp.const(dt, dtypes.max(dt) + 1).arg == dtypes.min(dt)  # out of range: wraps as C does
+    for dt in (dtypes.bool, dtypes.float32, dtypes.int32.vec(2), dtypes.int32.ptr()):
+        assert dt._ibounds is None
+
+
+def test_a_dtype_that_is_not_a_dtype_is_named():
+    with pytest.raises(TypeError, match="dtype must be a DType, got str"):
+        UOp(Ops.CONST, "int32", (), 1)  # type: ignore[arg-type]

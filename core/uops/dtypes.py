@@ -6,6 +6,7 @@ bfloat16 has no numpy equivalent: host buffers of bfloat16 hold the raw 16 bits 
 
 from __future__ import annotations
 
+import _thread
 import builtins
 from enum import IntEnum
 
@@ -32,7 +33,7 @@ class DType:
     ``dataclasses`` module (and the ``inspect`` it imports) costs more than the rest of ``import uops``.
     """
 
-    __slots__ = ("priority", "itemsize", "name", "fmt", "kind", "count", "_key", "_hash")
+    __slots__ = ("priority", "itemsize", "name", "fmt", "kind", "count", "_key", "_hash", "_tok", "_ibounds")
     priority: int  # orders promotion inside a kind
     itemsize: int  # bytes of one scalar
     name: str
@@ -41,6 +42,11 @@ class DType:
     count: int
     _key: tuple[Any, ...]
     _hash: int
+    # what the IR's hot paths read instead of hashing the dtype or looking it up by id(): a small int that
+    # equal dtypes share (the UOp cache key's stand-in for the dtype), and (min, max) of a scalar integer
+    # dtype, None for every other (vectors, pointers, bool, floats)
+    _tok: int
+    _ibounds: tuple[int, int] | None
 
     def __init__(self, priority: int, itemsize: int, name: str, fmt: str | None, kind: str, count: int = 1) -> None:
         _init_fields(self, (priority, itemsize, name, fmt, kind, count))
@@ -116,11 +122,30 @@ _FIELDS = ("priority", "itemsize", "name", "fmt", "kind", "count", "base", "addr
 _set = object.__setattr__
 
 
+# equal dtypes -> their shared token. Tokens are handed out under the lock, so two threads making new
+# dtypes at once cannot take the same one; a dtype already known is found without it.
+_TOKENS: dict[tuple[Any, ...], int] = {}
+_tokens_lock = _thread.allocate_lock()
+
+
 def _init_fields(dt: DType, values: tuple[Any, ...]) -> None:
     for field, value in zip(_FIELDS, values):
         _set(dt, field, value)
     _set(dt, "_key", values)
-    _set(dt, "_hash", hash((type(dt), *values)))
+    ident = (type(dt), *values)
+    _set(dt, "_hash", hash(ident))
+    if (tok := _TOKENS.get(ident)) is None:
+        with _tokens_lock:
+            tok = _TOKENS.setdefault(ident, len(_TOKENS))
+    _set(dt, "_tok", tok)
+    bits = 8 * dt.itemsize
+    bounds = None
+    if type(dt) is DType and dt.count == 1:
+        if dt.kind == "i":
+            bounds = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        elif dt.kind == "u":
+            bounds = (0, (1 << bits) - 1)
+    _set(dt, "_ibounds", bounds)
 
 
 class dtypes:

@@ -8,7 +8,6 @@ is freed. Nothing here recurses on graph depth.
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterator
@@ -40,31 +39,6 @@ class _Ref(weakref.ref):
 # free-threaded builds): lookups are plain gets, inserts are setdefault, removals delete only dead entries.
 _cache: dict[tuple, _Ref] = {}
 _setdefault = _cache.setdefault
-
-
-# dtypes enter the cache key as small ints: a DType's hash is a Python-level __hash__ call, which costs more than
-# the rest of the key. Equal dtypes get the same token, so hash-consing is unchanged. _dt_fast maps id(dtype) to
-# (dtype, token); it holds the dtype, so the id stays valid, and it is only a cache of _dt_tokens.
-_dt_tokens: dict[DType, int] = {}
-_dt_fast: dict[int, tuple[DType, int]] = {}
-
-
-_dt_lock = threading.Lock()
-
-
-def _dtype_token(dtype: DType) -> tuple[DType, int]:
-    # locked: two new dtypes entering at once must not both take the token len(_dt_tokens)
-    with _dt_lock:
-        if len(_dt_fast) > 4096:
-            _dt_fast.clear()
-        tok = _dt_tokens.setdefault(dtype, len(_dt_tokens))
-        entry = _dt_fast[id(dtype)] = (dtype, tok)
-    return entry
-
-
-# the (dtype, token) of the last node built: nodes come in runs of one dtype, and one identity test is cheaper
-# than the id() and dict lookup of _dt_fast. A thread may replace it at any time: any pair read is a valid one.
-_dt_last: tuple[DType, int] = _dtype_token(dtypes.void)
 
 
 def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
@@ -111,18 +85,21 @@ class UOp(_UOpFields):
     ) -> UOp:
         # _known_range (internal): the node's value range, proven by the caller (what _compute_range gives),
         # kept when the node has none yet: a new node takes it with the other fields, no setter call
-        global _dt_last
-        tok: tuple[DType, int] | None
-        if (tok := _dt_last)[0] is not dtype:
-            tok = _dt_fast.get(id(dtype))
-            if tok is None or tok[0] is not dtype:
-                tok = _dtype_token(dtype)
-            _dt_last = tok
-        key = (op, tok[1], src, arg if arg.__class__ is not float or (arg != 0.0 and arg == arg) else _float_key(arg))
+        # the dtype enters the key as its token (DType._tok): hashing a DType is a Python-level call
         try:
+            key = (
+                op,
+                dtype._tok,
+                src,
+                arg if arg.__class__ is not float or arg != 0.0 and arg == arg else _float_key(arg),
+            )
             ref = _cache.get(key)
         except TypeError:
             raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
+        except AttributeError:
+            if isinstance(dtype, DType):
+                raise
+            raise TypeError(f"UOp dtype must be a DType, got {type(dtype).__name__} for {op}") from None
         if ref is not None and (hit := ref()) is not None:
             if _known_range is not None and ref.vrange is None:
                 ref.vrange = _known_range
@@ -168,20 +145,13 @@ class UOp(_UOpFields):
 
     @staticmethod
     def const(dtype: DType, value: ConstType) -> UOp:
-        global _int_const_last
-        e: tuple[DType, int, int, int] | None
-        if value.__class__ is int:
-            if (e := _int_const_last)[0] is not dtype and (e := _INT_CONST.get(id(dtype))) is not None:
-                if e[0] is dtype:
-                    _int_const_last = e
-                else:
-                    e = None
-            if e is not None and e[2] <= value <= e[3]:  # what truncate returns for an int in range
-                # the cache lookup of __new__ for this key, without the call: constants are built often
-                ref = _cache.get((_CONST, e[1], (), value))
-                if ref is not None and (hit := ref()) is not None:
-                    return hit
-                return _new_uop(UOp, _CONST, dtype, (), value)
+        if value.__class__ is int and (b := dtype._ibounds) is not None and b[0] <= value <= b[1]:
+            # an int the scalar integer dtype holds (what truncate returns): the cache lookup of __new__ for
+            # this key, without the call, as constants are built often
+            ref = _cache.get((_CONST, dtype._tok, (), value))
+            if ref is not None and (hit := ref()) is not None:
+                return hit
+            return _new_uop(UOp, _CONST, dtype, (), value)
         if dtype.count > 1:
             return _new_uop(UOp, _VCONST, dtype, (), (truncate(value, dtype.scalar()),) * dtype.count)
         return _new_uop(UOp, _CONST, dtype, (), truncate(value, dtype))
@@ -531,17 +501,9 @@ _INT_BOUNDS: dict[DType, tuple[int, int]] = {
         dtypes.uint64,
     )
 }
-# the same by the dtype's identity (no DType hashing); an equal dtype that is another object misses and
-# takes the general path, which gives the same answers
+# the same by the dtype's identity (no DType hashing), for symbolic's rules; an equal dtype that is another
+# object misses and takes the general path, which gives the same answers. DType._ibounds holds the same.
 _INT_BOUNDS_ID: dict[int, tuple[DType, tuple[int, int]]] = {id(dt): (dt, b) for dt, b in _INT_BOUNDS.items()}
-# UOp.const's fast path: id(dtype) -> (dtype, its cache token, min, max) for the scalar integer dtypes
-_INT_CONST: dict[int, tuple[DType, int, int, int]] = {
-    id(dt): (dt, _dtype_token(dt)[1], lo, hi) for dt, (lo, hi) in _INT_BOUNDS.items()
-}
-# the entry of the last integer dtype UOp.const served (see _dt_last)
-_int_const_last = _INT_CONST[id(dtypes.int32)]
-# the _INT_BOUNDS_ID entry _compute_range used last (see _dt_last): one identity test for a run of one dtype
-_bounds_last = _INT_BOUNDS_ID[id(dtypes.int32)]
 _FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
 # the general path's op tests read module names (the Ops aliases above and these sets)
 _RANGE_LIKE = frozenset({Ops.RANGE, Ops.SPECIAL})
@@ -551,17 +513,8 @@ _ALU = GroupOp.ALU
 
 
 def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
-    global _bounds_last
-    dt = u.dtype
     op = u.op
-    e: tuple[DType, tuple[int, int]] | None
-    if (e := _bounds_last)[0] is not dt:
-        if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
-            _bounds_last = e
-        else:
-            e = None
-    if e is not None:
-        bounds = e[1]
+    if (bounds := u.dtype._ibounds) is not None:
         # scalar integers, the common ops: the answers of the general code below, cheaper. Anything
         # unusual (a float or out-of-range bound, a wide multiplier) falls through to the general code.
         if op in _FAST_BINARY:
