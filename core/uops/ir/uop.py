@@ -83,8 +83,8 @@ class UOp(_UOpFields):
         arg: Any = None,
         _known_range: tuple[ConstType, ConstType] | None = None,
     ) -> UOp:
-        # _known_range (internal): the node's value range, proven by the caller (what _compute_range gives),
-        # kept when the node has none yet: a new node takes it with the other fields, no setter call
+        # _known_range (internal): the node's value range, proven by the caller (what _range gives), kept
+        # when the node has none yet: a new node takes it with the other fields, no setter call
         # the dtype enters the key as its token (DType._tok): hashing a DType is a Python-level call
         try:
             key = (
@@ -377,15 +377,55 @@ class UOp(_UOpFields):
         return self._range()[1]
 
     def _range(self) -> tuple[ConstType, ConstType]:
-        r = self._ref.vrange
+        ref = self._ref
+        r = ref.vrange
         if r is not None:
             return r
-        for s in self.src:
+        src = self.src
+        if len(src) == 2:
+            ra, rb = src[0]._ref.vrange, src[1]._ref.vrange
+            if ra is not None and rb is not None:  # the common case while rewriting: no walk needed
+                op = self.op
+                if (bounds := self.dtype._ibounds) is not None and op in _FAST_BINARY:
+                    # scalar integers, the common ops: the answers of _compute_range_general, cheaper.
+                    # Anything unusual (a float or out-of-range bound, a wide multiplier) is left to it.
+                    (a0, a1), (b0, b1) = ra, rb
+                    if op is _ADD:
+                        lo, hi = a0 + b0, a1 + b1
+                    elif op is _MUL and b0 == b1 and b0 >= 0:
+                        lo, hi = a0 * b0, a1 * b0
+                        if lo == hi:
+                            hi = lo  # max() of equal corners keeps the first
+                    elif op is _MOD and b0 > 0 and a0 >= 0:
+                        m = b1 - 1  # min() and max() are spelled out: they take the slow call path in 3.11
+                        r = ref.vrange = (a0 if a1 < b0 else 0), (m if m < a1 else a1)
+                        return r
+                    elif (
+                        op is _IDIV
+                        and b0 == b1
+                        and b0 > 0
+                        and a0 >= 0
+                        and a0.__class__ is int
+                        and a1.__class__ is int
+                        and b0.__class__ is int
+                    ):
+                        lo, hi = a0 // b0, a1 // b0
+                    elif op is _SUB:
+                        lo, hi = a0 - b1, a1 - b0
+                    elif op is _MAX:
+                        lo, hi = (b0 if b0 > a0 else a0), (b1 if b1 > a1 else a1)
+                    else:
+                        lo = hi = bounds[0] - 1  # no fast answer: out of the bounds, so left to the general code
+                    if bounds[0] <= lo and hi <= bounds[1]:  # lo <= hi: the sources' ranges are ordered
+                        r = ref.vrange = lo, hi
+                        return r
+                r = ref.vrange = _compute_range_general(self)
+                return r
+        for s in src:
             if s._ref.vrange is None:
                 break
-        else:  # the common case while rewriting: the sources are known, no walk needed
-            r = _compute_range(self)
-            self._ref.vrange = r
+        else:
+            r = ref.vrange = _compute_range_general(self)
             return r
         # post-order over the nodes whose range is unknown (a rule's new subexpression, a fresh graph)
         stack = [self]
@@ -401,8 +441,8 @@ class UOp(_UOpFields):
             if len(stack) > n:
                 continue
             stack.pop()
-            node._ref.vrange = _compute_range(node)
-        return self._ref.vrange  # type: ignore[return-value]
+            node._range()  # its sources are known: no walk
+        return ref.vrange  # type: ignore[return-value]
 
     def const_value(self) -> ConstType | None:
         return self.arg if self.op is _CONST else None
@@ -487,7 +527,7 @@ def _clamp(lo: float, hi: float, dt: DType) -> tuple[ConstType, ConstType]:
     return lo, hi
 
 
-# scalar integer dtypes -> (min, max): the fast path of _compute_range
+# scalar integer dtypes -> (min, max)
 _INT_BOUNDS: dict[DType, tuple[int, int]] = {
     dt: (int(dtypes.min(dt)), int(dtypes.max(dt)))
     for dt in (
@@ -512,50 +552,8 @@ _RING = frozenset({_ADD, _SUB, _MUL, _MAX})
 _ALU = GroupOp.ALU
 
 
-def _compute_range(u: UOp) -> tuple[ConstType, ConstType]:
-    op = u.op
-    if (bounds := u.dtype._ibounds) is not None:
-        # scalar integers, the common ops: the answers of the general code below, cheaper. Anything
-        # unusual (a float or out-of-range bound, a wide multiplier) falls through to the general code.
-        if op in _FAST_BINARY:
-            s = u.src
-            a0, a1 = s[0]._ref.vrange or s[0]._range()
-            b0, b1 = s[1]._ref.vrange or s[1]._range()
-            if op is _ADD:
-                lo, hi = a0 + b0, a1 + b1
-            elif op is _MUL and b0 == b1 and b0 >= 0:
-                lo, hi = a0 * b0, a1 * b0
-                if lo == hi:
-                    hi = lo  # max() of equal corners keeps the first
-            elif op is _MOD and b0 > 0 and a0 >= 0:
-                m = b1 - 1  # min() and max() are spelled out: they take the slow call path in 3.11
-                return (a0 if a1 < b0 else 0), (m if m < a1 else a1)
-            elif (
-                op is _IDIV
-                and b0 == b1
-                and b0 > 0
-                and a0 >= 0
-                and a0.__class__ is int
-                and a1.__class__ is int
-                and b0.__class__ is int
-            ):
-                lo, hi = a0 // b0, a1 // b0
-            elif op is _SUB:
-                lo, hi = a0 - b1, a1 - b0
-            elif op is _MAX:
-                lo, hi = (b0 if b0 > a0 else a0), (b1 if b1 > a1 else a1)
-            else:
-                return _compute_range_general(u)
-            if bounds[0] <= lo and hi <= bounds[1]:  # lo <= hi: the sources' ranges are ordered
-                return lo, hi
-        elif op is _CONST:
-            return u.arg, u.arg
-        elif op is _DEFINE_VAR:
-            return u.arg[1], u.arg[2]
-    return _compute_range_general(u)
-
-
 def _compute_range_general(u: UOp) -> tuple[ConstType, ConstType]:
+    """A node's value range from its sources' (known). UOp._range answers the common integer cases itself."""
     dt = u.dtype
     op = u.op
     if isinstance(dt, PtrDType) or dt.kind == "v" or dt.count > 1:
