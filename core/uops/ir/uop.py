@@ -46,6 +46,7 @@ def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
 
 
 ConstType = bool | int | float
+_BOOL_TOK = dtypes.bool._tok
 
 # Ops members by module name: reading ``Ops.X`` at run time goes through EnumType's __getattr__ hook
 # (Python 3.11), which costs more than building the node it names
@@ -145,10 +146,16 @@ class UOp(_UOpFields):
 
     @staticmethod
     def const(dtype: DType, value: ConstType) -> UOp:
-        if value.__class__ is int and (b := dtype._ibounds) is not None and b[0] <= value <= b[1]:
+        vc = value.__class__
+        if vc is int and (b := dtype._ibounds) is not None and b[0] <= value <= b[1]:
             # an int the scalar integer dtype holds (what truncate returns): the cache lookup of __new__ for
             # this key, without the call, as constants are built often
             ref = _cache.get((_CONST, dtype._tok, (), value))
+            if ref is not None and (hit := ref()) is not None:
+                return hit
+            return _new_uop(UOp, _CONST, dtype, (), value)
+        if vc is bool and dtype._tok == _BOOL_TOK:  # a comparison's folded value
+            ref = _cache.get((_CONST, _BOOL_TOK, (), value))
             if ref is not None and (hit := ref()) is not None:
                 return hit
             return _new_uop(UOp, _CONST, dtype, (), value)
