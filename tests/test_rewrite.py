@@ -411,3 +411,19 @@ def test_equal_dtype_objects_share_nodes() -> None:
     assert a is not b and a == b
     assert UOp(Ops.VCONST, a, (), (1, 2)) is UOp(Ops.VCONST, b, (), (1, 2))
     assert UOp(Ops.VCONST, a, (), (1, 2)) is not UOp(Ops.VCONST, dtypes.int64.vec(2), (), (1, 2))
+
+
+def test_dtype_patterns_match_equal_dtypes_and_vectors_of_them() -> None:
+    # compiled dtype checks compare the dtypes' cache tokens: an equal dtype that is another object
+    # matches, a vector matches by its scalar, and other dtypes do not
+    pm = PatternMatcher([(UPat(Ops.ADD, dtype=dtypes.int32, name="a"), lambda a: a.src[0])])
+    other_int32 = dtypes.int32.vec(4).scalar()
+    assert other_int32 is not dtypes.int32
+    v = UOp.variable("dt_pat", 0, 3)
+    assert pm.rewrite(UOp(Ops.ADD, other_int32, (v, v))) is v
+    vec = UOp(Ops.VECTORIZE, dtypes.int32.vec(2), (v, v))
+    assert pm.rewrite(UOp(Ops.ADD, dtypes.int32.vec(2), (vec, vec))) is vec
+    f = UOp.const(dtypes.float32, 1.0)
+    assert pm.rewrite(UOp(Ops.ADD, dtypes.float32, (f, f))) is None
+    i64 = UOp.const(dtypes.int64, 1)
+    assert pm.rewrite(UOp(Ops.ADD, dtypes.int64, (i64, i64))) is None

@@ -202,7 +202,7 @@ class _Gen:
         self.env: dict[str, Any] = {}
         self.lines: list[str] = []
         self.n = 0
-        self.root_dtype_id = False  # some check reads ``udt``, the id of the root's dtype
+        self.root_dtype_tok = False  # some check reads ``udt``, the cache token of the root's dtype
         self.root_pair = False  # some check reads ``u0, u1``, the root's two sources (set when it has two)
         # a check on the root's sources written for any count: its forms for two sources and for others
         self.by_count: dict[str, tuple[str, str]] = {}
@@ -232,14 +232,13 @@ class _Gen:
         if p.arg is not _ANY:
             conds.append(f"{v}.arg == {self.const(p.arg)}")
         if p.dtypes is not None:
-            d = self.const(p.dtypes)
-            # identity first (the pattern holds its dtypes, so their ids stay theirs): no DType hashing
-            ids = self.const(frozenset(id(x) for x in p.dtypes))
-            did = f"id({v}.dtype)"
-            if v == "u":  # the root's dtype id is taken once per call
-                did = "udt"
-                self.root_dtype_id = True
-            conds.append(f"({did} in {ids} or {v}.dtype in {d} or {v}.dtype.scalar() in {d})")
+            # by the dtypes' cache tokens (equal for equal dtypes): no DType hashing
+            toks = self.const(frozenset(x._tok for x in p.dtypes))
+            tok = f"{v}.dtype._tok"
+            if v == "u":  # the root's dtype token is read once per call
+                tok = "udt"
+                self.root_dtype_tok = True
+            conds.append(f"({tok} in {toks} or {v}.dtype.scalar()._tok in {toks})")
         if conds:
             self.lines.append(f"{pad}if not ({' and '.join(conds)}): {fail}")
         if p.name is not None:
@@ -378,13 +377,13 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
         mark = len(g.lines)
         g.lines.append("while True:")
         names: dict[str, str] = {}
-        g.root_dtype_id = False
+        g.root_dtype_tok = False
         try:
             ind, _ = g.emit(pat, "u", names, 1, False, skip_op=True)
             call = f"{f}({_call_args(fn, names, wants_ctx)})"
         except _Fallback:
             del g.lines[mark + 1 :]
-            g.root_dtype_id = False
+            g.root_dtype_tok = False
             ind, call = 1, f"_interp({pk}, {f}, {wants_ctx}, u, ctx)"
         pad = "    " * ind
         g.lines += [
@@ -394,7 +393,7 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
             f"{pad}    return r",
             "    break",
         ]
-        blocks.append((g.lines[mark:], g.root_dtype_id))
+        blocks.append((g.lines[mark:], g.root_dtype_tok))
     head = "def match(u, ctx):\n    us = u.src\n    ul = len(us)\n"
     if g.root_pair:
         # most nodes have two sources: their rules, without the count checks, and the others' apart
@@ -411,7 +410,7 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
 
 def _rules_for_count(blocks: list[tuple[list[str], bool]], g: _Gen, two: bool | None) -> list[str]:
     """The rules' lines for a root with two sources (``two``), with any other count (not ``two``: the
-    rules for two are left out) or with any count (None). The root's dtype id is taken at the top of the
+    rules for two are left out) or with any count (None). The root's dtype token is read at the top of the
     first rule that reads it: every later rule is reached through there."""
     out: list[str] = []
     udt = False
@@ -423,7 +422,7 @@ def _rules_for_count(blocks: list[tuple[list[str], bool]], g: _Gen, two: bool | 
                 continue
             lines = [g.by_count[ln][1] if ln in g.by_count else ln for ln in lines]
         if reads_udt and not udt:
-            lines = [lines[0], "    udt = id(u.dtype)", *lines[1:]]
+            lines = [lines[0], "    udt = u.dtype._tok", *lines[1:]]
             udt = True
         out += lines
     return out
