@@ -86,13 +86,14 @@ class UOp(_UOpFields):
     ) -> UOp:
         # _known_range (internal): the node's value range, proven by the caller (what _range gives), kept
         # when the node has none yet: a new node takes it with the other fields, no setter call
-        # the dtype enters the key as its token (DType._tok): hashing a DType is a Python-level call
+        # the dtype enters the key as its token (DType._tok): hashing a DType is a Python-level call. A None
+        # arg (most nodes) is tested first: it skips the float test's __class__ read
         try:
             key = (
                 op,
                 dtype._tok,
                 src,
-                arg if arg.__class__ is not float or arg != 0.0 and arg == arg else _float_key(arg),
+                arg if arg is None or arg.__class__ is not float or arg != 0.0 and arg == arg else _float_key(arg),
             )
             ref = _cache.get(key)
         except TypeError:
