@@ -394,7 +394,7 @@ class UOp(_UOpFields):
             ra, rb = src[0]._ref.vrange, src[1]._ref.vrange
             if ra is not None and rb is not None:  # the common case while rewriting: no walk needed
                 op = self.op
-                if (bounds := self.dtype._ibounds) is not None and op in _FAST_BINARY:
+                if (bounds := self.dtype._ibounds) is not None:
                     # scalar integers, the common ops: the answers of _compute_range_general, cheaper.
                     # Anything unusual (a float or out-of-range bound, a wide multiplier) is left to it.
                     (a0, a1), (b0, b1) = ra, rb
@@ -552,7 +552,6 @@ _INT_BOUNDS: dict[DType, tuple[int, int]] = {
 # the same by the dtype's identity (no DType hashing), for symbolic's rules; an equal dtype that is another
 # object misses and takes the general path, which gives the same answers. DType._ibounds holds the same.
 _INT_BOUNDS_ID: dict[int, tuple[DType, tuple[int, int]]] = {id(dt): (dt, b) for dt, b in _INT_BOUNDS.items()}
-_FAST_BINARY = frozenset({_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD})
 # the general path's op tests read module names (the Ops aliases above and these sets)
 _RANGE_LIKE = frozenset({Ops.RANGE, Ops.SPECIAL})
 _FLOAT_RANGED = frozenset({_ADD, _MUL, _NEG, _MAX, _SUB})
