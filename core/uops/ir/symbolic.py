@@ -35,8 +35,7 @@ from uops.ir.uop import (
     _COMPARISON,
     _CONST,
     _IDIV,
-    _INT_BOUNDS,
-    _INT_BOUNDS_ID,
+    _INT_DTYPES,
     _MAX,
     _MOD,
     _MUL,
@@ -52,7 +51,7 @@ from uops.ir.uop import (
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
-_INTS = frozenset(_INT_BOUNDS)  # the integer scalar dtypes
+_INTS = frozenset(_INT_DTYPES)
 _INTS_BOOL = _INTS | {dtypes.bool}
 _MULACC = (
     Ops.MULACC
@@ -109,8 +108,8 @@ def _exact(u: UOp) -> bool:
     """True when the range of integer node ``u`` proves it did not wrap (not the whole dtype)."""
     lo, hi = u._ref.vrange or u._range()
     dt = u.dtype
-    e = _INT_BOUNDS_ID.get(id(dt))
-    dmin, dmax = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
+    b = dt._ibounds
+    dmin, dmax = b if b is not None else (dtypes.min(dt), dtypes.max(dt))
     return not (lo == dmin and hi == dmax)
 
 
@@ -139,8 +138,8 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
     flatten the sum ``u + sub`` (``u - sub`` with ``neg``) that is not built yet, as the node would (not ``exact``)."""
     if exact:
         dt = u.dtype
-        e = _INT_BOUNDS_ID.get(id(dt))
-        dmin, dmax = e[1] if e is not None and e[0] is dt else (dtypes.min(dt), dtypes.max(dt))
+        b = dt._ibounds
+        dmin, dmax = b if b is not None else (dtypes.min(dt), dtypes.max(dt))
     s = _Sum()  # every field is set below
     terms: dict[UOp, int] = {}
     occ: dict[UOp, int] = {}
@@ -229,7 +228,7 @@ def _build(
 ) -> UOp:
     """sum(coeff * base) + k, constants last, negative coefficients as SUB, continuing the sum ``acc`` when
     one is given. For the scalar integer dtypes the new nodes get their value ranges as they are built
-    (what _compute_range gives them, without the post-order walk a later ``_range`` would make). ``muls``
+    (what ``_range`` gives them, without the post-order walk it would make later). ``muls``
     (see _Sum) has nodes base*m that are taken as they are where the sum has that term, not looked up.
     ``shape``, a list, gets the sum's skeleton size (what _flatten counts) and whether it is a
     fixed point of ``symbolic``: signed, every base of the sum's dtype, no NEG first (ADD of a NEG is rewritten)
@@ -237,8 +236,7 @@ def _build(
     if muls is None:
         muls = _NO_MULS
     dt = like.dtype
-    e = _INT_BOUNDS_ID.get(id(dt))
-    bounds = e[1] if e is not None and e[0] is dt else None
+    bounds = dt._ibounds
     lim = (
         bounds[1] >> 1 if bounds is not None and dt.kind == "i" else 0
     )  # coefficients within +/-lim are far from the edges
@@ -373,7 +371,7 @@ def _fold_parts(op: Ops, dt: DType, src: tuple[UOp, ...]) -> UOp | None:
         if a.__class__ is int and b.__class__ is int:
             if op in _CMP3 and src[0].dtype.kind in "iu":
                 return UOp.const(dt, a < b if op is _CMPLT else a != b if op is _CMPNE else a == b)
-            if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt:
+            if dt._ibounds is not None:
                 if op in _RING:
                     return UOp.const(
                         dt, a + b if op is _ADD else a - b if op is _SUB else a * b if op is _MUL else max(a, b)
@@ -397,7 +395,7 @@ def _fold_cast_parts(op: Ops, dt: DType, c: UOp) -> UOp | None:
     v = c.arg
     if op is _CAST and (v.__class__ is int or v.__class__ is bool):
         # an int or bool to a scalar integer dtype that holds it: the value itself (what truncate gives)
-        if (e := _INT_BOUNDS_ID.get(id(dt))) is not None and e[0] is dt and e[1][0] <= (v := v + 0) <= e[1][1]:
+        if (b := dt._ibounds) is not None and b[0] <= (v := v + 0) <= b[1]:
             return UOp.const(dt, v)
     if dt.count != 1:
         return None
@@ -433,8 +431,7 @@ def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object, collect: 
                 and bo is not _NEG
                 and (bo is not _CONST or (op is _ADD and b.arg != 0))
                 and (op is _ADD or a is not b)
-                and (e := _INT_BOUNDS_ID.get(id(dt))) is not None
-                and e[0] is dt
+                and dt._ibounds is not None
             ):
                 r = _collect_sum(op, dt, a, b, None)
                 if r.op is op and (s := r.src)[0] is a and s[1] is b:  # kept: a fixed point of every rule
@@ -726,8 +723,8 @@ def _spine(y: UOp, new: UOp | None) -> bool | None:
     base or base*m, m > 1, over a first base, NEG base or base*c) with no base ``new``; else whether its
     terms are settled ones (see _build's ``shape``)."""
     dt = y.dtype
-    e = _INT_BOUNDS_ID.get(id(dt))
-    lim = e[1][1] >> 1 if e is not None and e[0] is dt and dt.kind == "i" else 0
+    b = dt._ibounds
+    lim = b[1] >> 1 if b is not None and dt.kind == "i" else 0
     ok = lim > 0
     n = y
     while True:
@@ -772,7 +769,7 @@ def _continued(x: UOp, y: UOp, extra: list[tuple[UOp, int]], k: int, settled: bo
             return UOp.const(x.dtype, lo)
     if settled and extra:
         b, c = extra[0]
-        lim = _INT_BOUNDS_ID[id(x.dtype)][1][1] >> 1  # settled: x's dtype is a signed integer one
+        lim = x.dtype._ibounds[1] >> 1  # type: ignore[index]  # settled: x's dtype is a signed integer one
         settled = b.dtype is x.dtype and -lim < c < lim
     if settled and ((memo := out._ref.memo) is None or memo[0] is not _FINAL[0]):
         out._ref.memo = _FINAL

@@ -535,23 +535,17 @@ def _clamp(lo: float, hi: float, dt: DType) -> tuple[ConstType, ConstType]:
     return lo, hi
 
 
-# scalar integer dtypes -> (min, max)
-_INT_BOUNDS: dict[DType, tuple[int, int]] = {
-    dt: (int(dtypes.min(dt)), int(dtypes.max(dt)))
-    for dt in (
-        dtypes.int8,
-        dtypes.uint8,
-        dtypes.int16,
-        dtypes.uint16,
-        dtypes.int32,
-        dtypes.uint32,
-        dtypes.int64,
-        dtypes.uint64,
-    )
-}
-# the same by the dtype's identity (no DType hashing), for symbolic's rules; an equal dtype that is another
-# object misses and takes the general path, which gives the same answers. DType._ibounds holds the same.
-_INT_BOUNDS_ID: dict[int, tuple[DType, tuple[int, int]]] = {id(dt): (dt, b) for dt, b in _INT_BOUNDS.items()}
+# the scalar integer dtypes (their bounds are DType._ibounds)
+_INT_DTYPES = (
+    dtypes.int8,
+    dtypes.uint8,
+    dtypes.int16,
+    dtypes.uint16,
+    dtypes.int32,
+    dtypes.uint32,
+    dtypes.int64,
+    dtypes.uint64,
+)
 # the general path's op tests read module names (the Ops aliases above and these sets)
 _RANGE_LIKE = frozenset({Ops.RANGE, Ops.SPECIAL})
 _FLOAT_RANGED = frozenset({_ADD, _MUL, _NEG, _MAX, _SUB})
