@@ -138,14 +138,14 @@ def _init_fields(dt: DType, values: tuple[Any, ...]) -> None:
         with _tokens_lock:
             tok = _TOKENS.setdefault(ident, len(_TOKENS))
     _set(dt, "_tok", tok)
-    bits = 8 * dt.itemsize
-    bounds = None
-    if type(dt) is DType and dt.count == 1:
-        if dt.kind == "i":
-            bounds = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-        elif dt.kind == "u":
-            bounds = (0, (1 << bits) - 1)
-    _set(dt, "_ibounds", bounds)
+    scalar_int = type(dt) is DType and dt.count == 1 and (dt.kind == "i" or dt.kind == "u")
+    _set(dt, "_ibounds", _int_range(dt.kind, dt.itemsize) if scalar_int else None)
+
+
+def _int_range(kind: str, itemsize: int) -> tuple[int, int]:
+    """(min, max) of the signed ('i') or unsigned ('u') integers of ``itemsize`` bytes."""
+    bits = 8 * itemsize
+    return (0, (1 << bits) - 1) if kind == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
 
 
 class dtypes:
@@ -190,20 +190,16 @@ class dtypes:
     def min(dt: DType) -> builtins.int | builtins.float:
         if dt.kind == "b":
             return False
-        if dt.kind == "u":
-            return 0
-        if dt.kind == "i":
-            return -(2 ** (8 * dt.itemsize - 1))
+        if dt.kind == "u" or dt.kind == "i":
+            return _int_range(dt.kind, dt.itemsize)[0]
         return -_INF
 
     @staticmethod
     def max(dt: DType) -> builtins.int | builtins.float:
         if dt.kind == "b":
             return True
-        if dt.kind == "u":
-            return 2 ** (8 * dt.itemsize) - 1
-        if dt.kind == "i":
-            return 2 ** (8 * dt.itemsize - 1) - 1
+        if dt.kind == "u" or dt.kind == "i":
+            return _int_range(dt.kind, dt.itemsize)[1]
         return _INF
 
 

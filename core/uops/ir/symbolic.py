@@ -20,7 +20,7 @@ import math
 import struct
 from math import gcd
 
-from uops.dtypes import DType, dtypes, truncate
+from uops.dtypes import SCALARS, DType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, _remembering_rewrite
@@ -35,7 +35,6 @@ from uops.ir.uop import (
     _COMPARISON,
     _CONST,
     _IDIV,
-    _INT_DTYPES,
     _MAX,
     _MOD,
     _MUL,
@@ -51,7 +50,7 @@ from uops.ir.uop import (
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
-_INTS = frozenset(_INT_DTYPES)
+_INTS = frozenset(d for d in SCALARS if d._ibounds is not None)  # the scalar integer dtypes
 _INTS_BOOL = _INTS | {dtypes.bool}
 _MULACC = (
     Ops.MULACC
@@ -237,9 +236,8 @@ def _build(
         muls = _NO_MULS
     dt = like.dtype
     bounds = dt._ibounds
-    lim = (
-        bounds[1] >> 1 if bounds is not None and dt.kind == "i" else 0
-    )  # coefficients within +/-lim are far from the edges
+    # coefficients within +/-lim are far from the dtype's edges
+    lim = bounds[1] >> 1 if bounds is not None and dt.kind == "i" else 0
     settled = lim > 0
     skel = 0
     lo: ConstType = 0
@@ -777,7 +775,8 @@ def _continued(x: UOp, y: UOp, extra: list[tuple[UOp, int]], k: int, settled: bo
 
 
 def _kept(x: UOp) -> UOp:
-    """What _collect returns for an integer sum it keeps: its constant if its range is one value."""
+    """What _collect returns for an integer sum it keeps: its constant if its range is one value, else the sum
+    itself (which a matcher takes as a rule declining)."""
     lo, hi = x._ref.vrange or x._range()
     return UOp.const(x.dtype, lo) if lo == hi else x
 

@@ -535,17 +535,6 @@ def _clamp(lo: float, hi: float, dt: DType) -> tuple[ConstType, ConstType]:
     return lo, hi
 
 
-# the scalar integer dtypes (their bounds are DType._ibounds)
-_INT_DTYPES = (
-    dtypes.int8,
-    dtypes.uint8,
-    dtypes.int16,
-    dtypes.uint16,
-    dtypes.int32,
-    dtypes.uint32,
-    dtypes.int64,
-    dtypes.uint64,
-)
 # the general path's op tests read module names (the Ops aliases above and these sets)
 _RANGE_LIKE = frozenset({Ops.RANGE, Ops.SPECIAL})
 _FLOAT_RANGED = frozenset({_ADD, _MUL, _NEG, _MAX, _SUB})
