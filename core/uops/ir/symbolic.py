@@ -844,7 +844,7 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         return None
     if not qt and kq == 0:
         return None
-    r = _build(rt, kr, a)
+    r = _build(rt, kr, a, None, f.muls)
     rlo, rhi = r._ref.vrange or r._range()
     if not _exact(r) or (lo >= 0 and rlo < 0) or (lo < 0 and rhi > 0):
         return None
