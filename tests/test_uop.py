@@ -61,8 +61,20 @@ def test_equal_dtypes_that_are_other_objects_build_the_same_nodes():
 
 
 def test_integer_bounds_on_dtypes_are_the_dtype_limits():
-    for dt in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.uint64):
-        assert dt._ibounds == (dtypes.min(dt), dtypes.max(dt))
+    # written out: dtypes.min/max and _ibounds share one definition, so each is checked against C's limits
+    limits = {
+        dtypes.int8: (-128, 127),
+        dtypes.uint8: (0, 255),
+        dtypes.int16: (-32768, 32767),
+        dtypes.uint16: (0, 65535),
+        dtypes.int32: (-(2**31), 2**31 - 1),
+        dtypes.uint32: (0, 2**32 - 1),
+        dtypes.int64: (-(2**63), 2**63 - 1),
+        dtypes.uint64: (0, 2**64 - 1),
+    }
+    for dt, (lo, hi) in limits.items():
+        assert dt._ibounds == (lo, hi) == (dtypes.min(dt), dtypes.max(dt))
+        assert dtypes.min(dt.vec(4)) == lo and dtypes.max(dt.ptr()) == hi
         assert UOp.const(dt, dtypes.max(dt) + 1).arg == dtypes.min(dt)  # out of range: wraps as C does
     for dt in (dtypes.bool, dtypes.float32, dtypes.int32.vec(2), dtypes.int32.ptr()):
         assert dt._ibounds is None
