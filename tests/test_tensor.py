@@ -72,3 +72,15 @@ def test_deep_elementwise_chain_is_one_kernel_without_recursion_error():
         y = y + 1
     assert len(y.schedule()) == 1
     np.testing.assert_array_equal(y.numpy(), np.full(4, 3001.0))
+
+
+def test_assign_gives_every_holder_the_new_value():
+    t = Tensor(np.zeros((2, 3), np.float32), device="CPU")
+    holder = [t]
+    t.assign(t + np.arange(3, dtype=np.float32))  # the right side reads the tensor it replaces
+    np.testing.assert_array_equal(holder[0].numpy(), np.broadcast_to(np.arange(3, dtype=np.float32), (2, 3)))
+    t.assign(1)  # a scalar broadcasts and takes the tensor's dtype
+    assert t.dtype == dtypes.float32
+    np.testing.assert_array_equal(t.numpy(), np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match=r"shape \(4,\) does not fit a tensor of shape \(2, 3\)"):
+        t.assign(Tensor(np.zeros(4, np.float32), device="CPU"))

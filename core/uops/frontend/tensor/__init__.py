@@ -205,6 +205,25 @@ class Tensor(_Casts):
             return self
         return self._new(UOp(Ops.CAST, dt, (self.uop,)))
 
+    def assign(self, value: Tensor | np.ndarray | Scalar) -> Tensor:
+        """Give this tensor a new value of its own shape and dtype (numpy broadcasting from ``value``).
+
+        Why a method and not rebinding a name: every holder of this Tensor (an optimizer, a model's
+        state, a cache) sees the new value.
+        """
+        v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
+        if v.device != self.device:
+            raise ValueError(f"assign: the value is on {v.device}, the tensor on {self.device}; move it with .to()")
+        if v.shape != self.shape:
+            try:
+                v = v.broadcast_to(self.shape)
+            except ValueError:
+                raise ValueError(
+                    f"assign: a value of shape {v.shape} does not fit a tensor of shape {self.shape}"
+                ) from None
+        self.uop = v.cast(self.dtype).uop
+        return self
+
     @property
     def T(self) -> Tensor:  # noqa: N802
         return self.permute(tuple(reversed(range(self.ndim))))
