@@ -6,6 +6,7 @@ layer alone, not for the IR, the front end or the code generator.
 """
 
 from uops.dtypes import DType, PtrDType, dtypes
+from uops.errors import UopsError
 from uops.version import __version__
 
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
@@ -57,6 +58,7 @@ __all__ = [
     "UOp",
     "__version__",
     "UPat",
+    "UopsError",
     "dtypes",
     "graph_rewrite",
     "load_program",
