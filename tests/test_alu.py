@@ -305,7 +305,9 @@ def test_float_scalar_and_array_sides_agree_on_special_values(op: Ops) -> None:
         got = eval_scalar(op, out, p)
         assert got is not None, (op, p)
         same = (got != got and z != z) or (got == z and math.copysign(1, got) == math.copysign(1, z))
-        assert same, (op, p, got, z)
+        # ordinary finite results come from two libms (math's, numpy's SIMD loops): one ulp apart at most
+        ordinary = isinstance(got, float) and math.isfinite(got) and got != 0 and math.isfinite(z) and z != 0
+        assert same or (ordinary and abs(got - z) <= math.ulp(got)), (op, p, got, z)
 
 
 def test_spec_accepts_float_mod_and_names_float_idiv() -> None:
