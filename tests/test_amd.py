@@ -177,8 +177,8 @@ def test_renderer_signature_indices_and_wave_size():
     assert ren.wave_size == 32 and AMDRenderer("gfx942").wave_size == 64 and wave_size("gfx90a") == 64
     g = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, 7),), "gidx2")
     loc = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, 8),), "lidx1")
-    assert ren.render_special(g) == "__builtin_amdgcn_workgroup_id_z()"
-    assert ren.render_special(loc) == "__builtin_amdgcn_workitem_id_y()"
+    assert ren.render_uop(g) == "__builtin_amdgcn_workgroup_id_z()"
+    assert ren.render_uop(loc) == "__builtin_amdgcn_workitem_id_y()"
     src = ren.render("k", linearize(UOp.sink(glob(0).index(g * 8 + loc).store(UOp.const(dtypes.float32, 1.0)))))
     assert src.startswith(
         'extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, 8))) '

@@ -526,7 +526,7 @@ def test_renderer_launch_indices_and_signature():
     assert ren.target == "sm_80" and ren.global_max is not None and ren.local_max is not None
     g = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, 7),), "gidx2")
     loc = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, 8),), "lidx1")
-    assert ren.render_special(g) == "blockIdx.z" and ren.render_special(loc) == "threadIdx.y"
+    assert ren.render_uop(g) == "blockIdx.z" and ren.render_uop(loc) == "threadIdx.y"
     sink = UOp.sink(glob(0).index(g * 8 + loc).store(UOp.const(dtypes.float32, 1.0)))
     src = ren.render("k", linearize(sink))
     assert src.startswith('extern "C" __global__ void __launch_bounds__(8) k(float* __restrict__ data0)')

@@ -161,10 +161,8 @@ def test_doc_links_stay_in_the_repository() -> None:
 # one mistake each that a plugin author could make, and the kit must catch: (file, old text, new text)
 BROKEN: dict[str, list[tuple[str, str, str]]] = {
     "gccwrong": [
-        ("renderer.py", "from uops.ir.uop import UOp\n", "from uops.ir.ops import Ops\nfrom uops.ir.uop import UOp\n"),
-        ("renderer.py", "    unsupported_dtypes = frozenset({dtypes.bfloat16})\n",
-         "    unsupported_dtypes = frozenset({dtypes.bfloat16})\n"
-         "    code_for_op = {**CStyleRenderer.code_for_op, Ops.SQRT: lambda x, dt: f'({x}*0.5f)'}\n"),
+        ("renderer.py", "PatternMatcher([(UPat(Ops.BITCAST",
+         "PatternMatcher([(UPat(Ops.SQRT, name='x'), lambda ctx, x: f'({ctx[x.src[0]]}*0.5f)'), (UPat(Ops.BITCAST"),
     ],
     "gccprobe": [
         ("__init__.py", "def probe_runtime() -> str | None:\n",

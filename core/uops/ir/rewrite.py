@@ -334,10 +334,10 @@ def _compile_pred(p: UPat) -> Callable[[UOp], bool]:
     return g.env["pred"]
 
 
-def _bad_return(fn: Callable[..., Any], pat: UPat, ret: Any) -> None:
+def _bad_return(fn: Callable[..., Any], pat: UPat, ret: Any, result: type = UOp) -> None:
     raise TypeError(
         f"rewrite rule {getattr(fn, '__qualname__', fn)} for {pat} returned {type(ret).__name__}, "
-        "expected a UOp or None"
+        f"expected a {result.__name__} or None"
     )
 
 
@@ -368,9 +368,9 @@ def _call_args(fn: Callable[..., Any], names: dict[str, str], wants_ctx: bool) -
     return "**{" + ", ".join(f"{k!r}: {v}" for k, v in pairs) + "}"
 
 
-def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[[UOp, Any], Any]:
+def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]], result: type = UOp) -> Callable[[UOp, Any], Any]:
     g = _Gen()
-    g.env["_bad"], g.env["_UOp"], g.env["_interp"] = _bad_return, UOp, _interpret
+    g.env["_bad"], g.env["_UOp"], g.env["_interp"] = _bad_return, result, _interpret
     blocks: list[tuple[list[str], bool]] = []  # each rule's lines, and whether they read ``udt``
     for pat, fn, wants_ctx in rules:
         f, pk = g.const(fn), g.const(pat)
@@ -389,7 +389,7 @@ def _compile_op(rules: list[tuple[UPat, Callable[..., Any], bool]]) -> Callable[
         g.lines += [
             f"{pad}r = {call}",
             f"{pad}if r is not None and r is not u:",
-            f"{pad}    if r.__class__ is not _UOp and not isinstance(r, _UOp): _bad({f}, {pk}, r)",
+            f"{pad}    if r.__class__ is not _UOp and not isinstance(r, _UOp): _bad({f}, {pk}, r, _UOp)",
             f"{pad}    return r",
             "    break",
         ]
@@ -429,7 +429,7 @@ def _rules_for_count(blocks: list[tuple[list[str], bool]], g: _Gen, two: bool | 
 
 
 _DEBUG_SOURCE = False
-_COMPILED: dict[tuple[tuple[UPat, Callable[..., Any]], ...], Callable[[UOp, Any], Any]] = {}
+_COMPILED: dict[tuple[Any, ...], Callable[[UOp, Any], Any]] = {}
 
 
 class PatternMatcher:
@@ -440,11 +440,20 @@ class PatternMatcher:
     ``build``, when given, makes the node the remembering bottom-up walk rebuilds on new sources, from
     its (op, dtype, src, arg): it may return what the matcher's first rules rewrite that node to (a
     folded constant, a canonical order), so the node they would replace at once is never made. It
-    stays with the matcher's rules at the front: ``a + b`` keeps ``a``'s."""
+    stays with the matcher's rules at the front: ``a + b`` keeps ``a``'s.
 
-    def __init__(self, rules: Sequence[Rule], build: Callable[[Ops, DType, tuple[UOp, ...], Any], UOp] | None = None):
+    ``result`` is the type a rule returns: a UOp for a rewrite pass; ``str`` for a renderer, whose rules
+    give each node's source text (see ``uops.renderer.cstyle``)."""
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        build: Callable[[Ops, DType, tuple[UOp, ...], Any], UOp] | None = None,
+        result: type = UOp,
+    ):
         self.rules = list(rules)
         self.build = build
+        self.result = result
         self.by_op: dict[Ops, list[tuple[UPat, Callable[..., Any], bool]]] = {op: [] for op in Ops}
         for pat, fn in self.rules:
             if not isinstance(pat, UPat) or not callable(fn):
@@ -466,10 +475,10 @@ class PatternMatcher:
     def _lazy(self, op: Ops) -> Callable[[UOp, Any], Any]:
         def first_call(u: UOp, ctx: Any) -> Any:
             rs = self.by_op[op]
-            key = tuple((p, f) for p, f, _ in rs)
+            key = (self.result, *((p, f) for p, f, _ in rs))
             fn = _COMPILED.get(key)
             if fn is None:
-                fn = _compile_op(rs)
+                fn = _compile_op(rs, self.result)
                 if len(_COMPILED) > 512:
                     _COMPILED.clear()
                 _COMPILED[key] = fn
@@ -479,10 +488,10 @@ class PatternMatcher:
         return first_call
 
     def __add__(self, other: PatternMatcher) -> PatternMatcher:
-        return PatternMatcher(self.rules + other.rules, self.build)
+        return PatternMatcher(self.rules + other.rules, self.build, self.result)
 
-    def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
-        """The first rule result for ``u`` that is a new UOp, or None."""
+    def rewrite(self, u: UOp, ctx: Any = None) -> Any:
+        """The first rule result for ``u`` that is not None (and, for a UOp, not ``u`` itself), or None."""
         f = self.table[u.op]
         return None if f is None else f(u, ctx)
 
@@ -499,6 +508,8 @@ def graph_rewrite(
     matcher and direction takes it instead of walking the node again. Only for matchers whose
     rules are pure functions of the node they see (no ``ctx``, no outside state).
     """
+    if pm.result is not UOp:
+        raise TypeError(f"graph_rewrite needs a matcher whose rules return UOps, not {pm.result.__name__}s")
     if remember and ctx is not None:
         raise ValueError("graph_rewrite(remember=True) needs ctx=None: a result that depends on ctx cannot be kept")
     if remember:

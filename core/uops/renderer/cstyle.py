@@ -1,12 +1,17 @@
-"""CStyleRenderer: linear uops -> C-family source, for plugins to subclass.
+"""CStyleRenderer: linear uops -> C-family source, as rules a dialect extends by prepending its own.
 
-Rendering is driven by ``code_for_op`` (op -> C expression) and the renderer's PatternMatcher
-(``extra_matcher``, applied during lowering). Subclasses set the hooks: kernel signature,
-buffer qualifiers, launch indices, barriers, local memory, vector types and the type map.
+Each uop's text comes from ``string_rewrite``, a PatternMatcher whose rules return strings: the first
+rule that matches and does not decline (returns None) gives the text. A dialect writes only what
+differs and puts it in front: ``string_rewrite = PatternMatcher(my_rules) + CStyleRenderer.string_rewrite``.
+A rule gets the captures and ``ctx``, a ``RenderContext``: ``ctx[u]`` is the name or expression already
+given to uop ``u``, ``ctx.ren`` the renderer (its type spellings), ``ctx.const`` / ``ctx.vector`` spell a
+literal. The walk (``render``) names each value, declares it, indents loops and assembles the kernel;
+type names (``type_map``, ``render_dtype``, ``render_vector_type``) and the whole-source layout
+(``render_kernel``) stay methods.
 
 The defaults are clang's C: ``__fp16`` for float16 (a storage type; arithmetic happens in
 float), ``__bf16`` for bfloat16 and ``__builtin_bit_cast`` for BITCAST. Other compilers need
-overrides in the subclass:
+rules or overrides in the subclass:
 
   clang                           the defaults; clang 14 on x86 has no ``__bf16`` and no ``_Float16``
                                   (the CPU plugin declares bfloat16 unsupported)
@@ -26,11 +31,71 @@ import math
 from collections.abc import Callable
 
 from uops.dtypes import AddrSpace, DType, PtrDType, dtypes
-from uops.ir.ops import Ops
+from uops.ir.ops import GroupOp, Ops
+from uops.ir.rewrite import PatternMatcher, Rule, UPat
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
 
-Expr = Callable[..., str]
+__all__ = [
+    "CStyleRenderer",
+    "RenderContext",
+    "alu_rules",
+    "base_rules",
+    "c_const",
+    "cast_via_float",
+    "typed_reciprocal",
+    "workgroup_threads",
+]
+
+Expr = Callable[..., str | None]
+
+
+class RenderContext:
+    """One kernel's rendering: the text each uop was given so far, and the renderer (what rules read as ``ctx``)."""
+
+    def __init__(self, ren: CStyleRenderer, written: frozenset[UOp] = frozenset()) -> None:
+        self.ren = ren
+        self.names: dict[UOp, str] = {}
+        self.written = written  # the DEFINE_GLOBALs the kernel stores to
+
+    def __getitem__(self, u: UOp) -> str:
+        return self.names[u]
+
+    def get(self, u: UOp, default: str) -> str:
+        return self.names.get(u, default)
+
+    def dtype(self, dt: DType) -> str:
+        """The source type of ``dt`` (``ren.render_dtype``)."""
+        return self.ren.render_dtype(dt)
+
+    def text(self, u: UOp) -> str:
+        """``u``'s text from the renderer's rules; NotImplementedError when no rule renders it."""
+        out = self.ren.string_rewrite.rewrite(u, self)
+        if out is None:
+            raise NotImplementedError(f"{type(self.ren).__name__} cannot render {u.op.name} (dtype {u.dtype!r})")
+        return out
+
+    def const(self, value: bool | int | float, dt: DType) -> str:
+        """A literal of exactly ``dt``, through the CONST rules."""
+        return self.text(UOp(Ops.CONST, dt, (), value))
+
+    def vector(self, dt: DType, parts: list[str]) -> str:
+        """A vector built from lane expressions (the renderer's ``vector_format``)."""
+        r = self.ren
+        return r.vector_format.format(type=r.render_dtype(dt), vtype=r.render_vector_type(dt), parts=", ".join(parts))
+
+
+def alu_rules(table: dict[Ops, Expr]) -> list[Rule]:
+    """Rules from an op -> expression table: ``f(*operands, dt)``, ``dt`` the first operand's dtype (WHERE: the
+    result's). An entry returning None declines, so the next rule for the op is tried."""
+
+    def rule(fn: Expr) -> Callable[[RenderContext, UOp], str | None]:
+        def render(ctx: RenderContext, x: UOp) -> str | None:
+            return fn(*[ctx[s] for s in x.src], x.dtype if x.op is Ops.WHERE else x.src[0].dtype)
+
+        return render
+
+    return [(UPat(op, name="x"), rule(fn)) for op, fn in table.items()]
 
 
 def _fn(name32: str, name64: str) -> Callable[[str, DType], str]:
@@ -40,15 +105,190 @@ def _fn(name32: str, name64: str) -> Callable[[str, DType], str]:
     return f
 
 
+def c_const(ctx: RenderContext, x: UOp) -> str:
+    """A literal of exactly ``x.dtype`` (suffixes, casts for narrow types; NaN and inf through builtins)."""
+    value, dt = x.arg, x.dtype
+    if dtypes.is_float(dt):
+        f = float(value)
+        if math.isnan(f):
+            s = '__builtin_nanf("")' if dt != dtypes.float64 else '__builtin_nan("")'
+        elif math.isinf(f):
+            s = ("-" if f < 0 else "") + ("__builtin_inff()" if dt != dtypes.float64 else "__builtin_inf()")
+        else:
+            s = repr(f) + ("" if dt == dtypes.float64 else "f")
+        return s if dt in (dtypes.float32, dtypes.float64) else f"(({ctx.dtype(dt)}){s})"
+    if dt == dtypes.bool:
+        return "1" if value else "0"
+    v = int(value)
+    if dt in (dtypes.int64,):
+        return f"{v}ll"
+    if dt in (dtypes.uint64,):
+        return f"{v}ull"
+    if dt == dtypes.uint32:
+        return f"{v}u"
+    if dt == dtypes.int32 and v == dtypes.min(dtypes.int32):
+        return "(-2147483647-1)"
+    return str(v) if dt == dtypes.int32 else f"(({ctx.dtype(dt)}){v})"
+
+
+def _special(ctx: RenderContext, x: UOp) -> str:
+    """A launch index (SPECIAL gidxN / lidxN) through ``launch_index``; CPU-style renderers have none."""
+    ren, name = ctx.ren, x.arg
+    if not ren.launch_index:
+        raise NotImplementedError(f"{type(ren).__name__} has no launch indices; SPECIAL {name} cannot be rendered")
+    spelling = ren.launch_index.get(name[:4])
+    if spelling is None or not name[4:].isdigit() or int(name[4:]) > 2:
+        raise ValueError(f"{type(ren).__name__}: unknown launch index {name!r} (expected gidxN or lidxN, N < 3)")
+    return spelling.format(axis="xyz"[int(name[4:])])
+
+
+def _local(ctx: RenderContext, x: UOp) -> str:
+    """A register or local array's declaration (local ones aligned for vector loads where the renderer says)."""
+    ren, dt = ctx.ren, x.dtype
+    assert isinstance(dt, PtrDType)
+    prefix = ren.smem_prefix if dt.addrspace is AddrSpace.LOCAL else ""
+    align = f" __attribute__((aligned({ren.vector_max_bytes})))" if ren.aligned_locals and prefix == "" else ""
+    return f"{prefix}{ctx.dtype(dt.base)} {ctx[x]}[{dt.size}]{align};"
+
+
+def _address(ctx: RenderContext, idx: UOp, dt: DType) -> str:
+    """Where a load or store of ``dt`` goes: the INDEX, through a vector pointer for a vector access."""
+    return ctx[idx] if dt.count == 1 else f"(({ctx.ren.render_vector_pointer(dt)}){ctx[idx]})"
+
+
+def _load(ctx: RenderContext, x: UOp) -> str:
+    idx = x.src[0]
+    addr = _address(ctx, idx, x.dtype)
+    return f"{ctx[idx.src[2]]} ? *{addr} : {ctx[x.src[1]]}" if len(idx.src) == 3 else f"*{addr}"
+
+
+def _store(ctx: RenderContext, x: UOp) -> str:
+    idx, val = x.src[0], x.src[1]
+    addr = _address(ctx, idx, val.dtype)
+    return f"if ({ctx[idx.src[2]]}) *{addr} = {ctx[val]};" if len(idx.src) == 3 else f"*{addr} = {ctx[val]};"
+
+
+def _loop(ctx: RenderContext, x: UOp) -> str:
+    i = ctx[x]
+    return f"for ({ctx.dtype(x.dtype)} {i} = 0; {i} < {ctx[x.src[0]]}; {i}++) {{"
+
+
+def _param_buffer(ctx: RenderContext, x: UOp) -> str:
+    """A buffer parameter (``data<slot>``): ``const`` unless the kernel stores to it."""
+    assert isinstance(x.dtype, PtrDType)
+    ren = ctx.ren
+    const = "" if x in ctx.written else ren.const_buffer_prefix
+    return f"{ren.buffer_prefix}{const}{ctx.dtype(x.dtype.base)}*{ren.buffer_suffix} {ctx[x]}"
+
+
+def cast_via_float(halves: tuple[DType, ...]) -> Callable[[RenderContext, UOp], str]:
+    """A CAST rule for 16-bit float classes that convert only to and from float: other conversions go through
+    float, one user-defined conversion each, never ambiguous."""
+
+    def cast(ctx: RenderContext, x: UOp) -> str:
+        src, dst, v = x.src[0].dtype, x.dtype, ctx[x.src[0]]
+        if src.scalar() in halves and dst.scalar() != dtypes.float32:
+            v = f"(float)({v})"
+        if dst.scalar() in halves and src.scalar() not in (dtypes.float32, dst.scalar()):
+            v = f"(float)({v})"
+        return f"(({ctx.dtype(dst)})({v}))"
+
+    return cast
+
+
+def typed_reciprocal(ctx: RenderContext, x: UOp) -> str:
+    """1/x with a one of x's type, so 16-bit floats stay 16-bit (and C++ half classes see no ambiguous ``1/h``)."""
+    return f"({ctx.const(1.0, x.dtype.scalar())}/{ctx[x.src[0]]})"
+
+
+#: the C-family text of every uop the lowering makes; dialects prepend their own rules
+base_rules: list[Rule] = [
+    # parameters: buffers by slot, then scalar variables (``var_type``, passed after the buffers, by name)
+    (UPat(Ops.DEFINE_GLOBAL, name="x"), _param_buffer),
+    (UPat(Ops.DEFINE_VAR, name="x"), lambda ctx, x: f"{ctx.ren.var_type} {x.arg[0]}"),
+    # values given inline
+    (UPat(Ops.CONST, name="x"), c_const),
+    (UPat(Ops.VCONST, name="x"), lambda ctx, x: ctx.vector(x.dtype, [ctx.const(v, x.dtype.scalar()) for v in x.arg])),
+    (UPat(Ops.AFTER, name="x"), lambda ctx, x: ctx[x.src[0]]),
+    (UPat(Ops.INDEX, name="x"), lambda ctx, x: f"({ctx[x.src[0]]}+{ctx[x.src[1]]})"),
+    (UPat(Ops.GEP, name="x"), lambda ctx, x: _gep(ctx, x)),
+    # values declared once, by name
+    (UPat(Ops.SPECIAL, name="x"), _special),
+    (UPat(Ops.LOAD, name="x"), _load),
+    (UPat(Ops.CAST, name="x"), lambda ctx, x: f"(({ctx.dtype(x.dtype)})({ctx[x.src[0]]}))"),
+    (UPat(Ops.BITCAST, name="x"), lambda ctx, x: f"(__builtin_bit_cast({ctx.dtype(x.dtype)}, {ctx[x.src[0]]}))"),
+    (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: ctx.vector(x.dtype, [ctx[s] for s in x.src])),
+    # statements
+    (UPat((Ops.DEFINE_REG, Ops.DEFINE_LOCAL), name="x"), _local),
+    (UPat(Ops.RANGE, name="x"), _loop),
+    (UPat(Ops.END), lambda: "}"),
+    (UPat(Ops.STORE, name="x"), _store),
+    (UPat(Ops.BARRIER), lambda ctx: ctx.ren.barrier),
+    *alu_rules(
+        {
+            Ops.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
+            Ops.EXP2: _fn("__builtin_exp2f", "__builtin_exp2"),
+            Ops.LOG2: _fn("__builtin_log2f", "__builtin_log2"),
+            Ops.SIN: _fn("__builtin_sinf", "__builtin_sin"),
+            Ops.SQRT: _fn("__builtin_sqrtf", "__builtin_sqrt"),
+            Ops.TRUNC: _fn("__builtin_truncf", "__builtin_trunc"),
+            Ops.RECIPROCAL: lambda x, dt: f"(1/{x})",
+            Ops.ADD: lambda a, b, dt: f"({a}+{b})",
+            Ops.SUB: lambda a, b, dt: f"({a}-{b})",
+            Ops.MUL: lambda a, b, dt: f"({a}*{b})",
+            Ops.IDIV: lambda a, b, dt: f"({a}/{b})",
+            Ops.FDIV: lambda a, b, dt: f"({a}/{b})",
+            Ops.MOD: lambda a, b, dt: (
+                (f"__builtin_fmod({a}, {b})" if dt.scalar() == dtypes.float64 else f"__builtin_fmodf({a}, {b})")
+                if dtypes.is_float(dt)
+                else f"({a}%{b})"
+            ),
+            # NaN-propagating like numpy's maximum (and the PYTHON backend): a NaN on either side wins
+            Ops.MAX: lambda a, b, dt: (
+                f"((({a}>{b})||({a}!={a}))?{a}:{b})" if dtypes.is_float(dt) else f"(({a}>{b})?{a}:{b})"
+            ),
+            Ops.CMPLT: lambda a, b, dt: f"({a}<{b})",
+            Ops.CMPNE: lambda a, b, dt: f"({a}!={b})",
+            Ops.CMPEQ: lambda a, b, dt: f"({a}=={b})",
+            Ops.AND: lambda a, b, dt: f"({a}&{b})",
+            Ops.OR: lambda a, b, dt: f"({a}|{b})",
+            Ops.XOR: lambda a, b, dt: f"({a}^{b})",
+            Ops.SHL: lambda a, b, dt: f"({a}<<{b})",
+            Ops.SHR: lambda a, b, dt: f"({a}>>{b})",
+            Ops.POW: _fn("__builtin_powf", "__builtin_pow"),
+            Ops.WHERE: lambda c, a, b, dt: f"({c}?{a}:{b})",
+            Ops.MULACC: lambda a, b, c, dt: f"(({a}*{b})+{c})",
+        }
+    ),
+]
+
+
+def _gep(ctx: RenderContext, x: UOp) -> str:
+    """Lanes of a vector: one lane is ``lane_format``; several are a vector of them."""
+    fmt, vec = ctx.ren.lane_format, ctx[x.src[0]]
+    lanes = [fmt.format(vec=vec, lane=lane, axis="xyzw"[lane] if "{axis}" in fmt else "") for lane in x.arg]
+    return lanes[0] if len(lanes) == 1 else ctx.vector(x.dtype, lanes)
+
+
+# how the walk treats each op's text: given inline (the text is the value), declared as a named value (the prefix
+# of its name), or a statement (everything else); RANGE and SPECIAL are named by their arg
+_INLINE = frozenset({Ops.CONST, Ops.VCONST, Ops.AFTER, Ops.INDEX, Ops.GEP})
+_DECLARED = {Ops.LOAD: "val", Ops.CAST: "cast", Ops.BITCAST: "bits", Ops.VECTORIZE: "vec"} | dict.fromkeys(
+    GroupOp.ALU, "alu"
+)
+_NAMED_STMT = {Ops.DEFINE_REG: "acc", Ops.DEFINE_LOCAL: "smem"}
+
+
 class CStyleRenderer(Renderer):
-    """The C-family renderer: one walk over the linear uops (``render``) and small hooks to override.
+    """The C-family renderer: the rules of ``string_rewrite`` and one walk over the linear uops (``render``).
 
     Class attributes spell the language: ``kernel_prefix`` (before the kernel's name, e.g.
     ``__global__ void``), ``buffer_prefix``/``buffer_suffix``/``const_buffer_prefix`` (around a
     buffer parameter's type), ``var_type`` (the C type of a scalar variable: ``int``, as the
     runtime passes int32), ``smem_prefix`` (local memory), ``barrier`` (a workgroup barrier
-    statement), ``launch_index`` (GPU-style index spellings), ``type_map`` (dtype -> C type; see
-    the module docstring for what each compiler accepts) and ``code_for_op`` (op -> expression).
+    statement), ``launch_index`` (GPU-style index spellings), ``vector_format`` (a vector of lanes:
+    ``{type}``, ``{vtype}``, ``{parts}``), ``lane_format`` (one lane: ``{vec}``, ``{lane}``, ``{axis}``)
+    and ``type_map`` (dtype -> C type; see the module docstring for what each compiler accepts).
     """
 
     kernel_prefix = "void"
@@ -59,6 +299,10 @@ class CStyleRenderer(Renderer):
     smem_prefix = ""
     barrier = ""
     line_prefix = "  "
+    # GPU-style renderers spell their launch indices here: "gidx"/"lidx" -> a format of {axis} (x, y, z)
+    launch_index: dict[str, str] = {}
+    vector_format = "(({type}){{{parts}}})"  # a compound literal; C++ dialects use a make_ function
+    lane_format = "{vec}[{lane}]"  # a clang vector extension; CUDA uses {vec}.{axis}
     type_map: dict[DType, str] = {
         dtypes.bool: "_Bool",
         dtypes.int8: "signed char",
@@ -75,42 +319,9 @@ class CStyleRenderer(Renderer):
         dtypes.float64: "double",
         dtypes.void: "void",
     }
-    code_for_op: dict[Ops, Expr] = {
-        Ops.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
-        Ops.EXP2: _fn("__builtin_exp2f", "__builtin_exp2"),
-        Ops.LOG2: _fn("__builtin_log2f", "__builtin_log2"),
-        Ops.SIN: _fn("__builtin_sinf", "__builtin_sin"),
-        Ops.SQRT: _fn("__builtin_sqrtf", "__builtin_sqrt"),
-        Ops.TRUNC: _fn("__builtin_truncf", "__builtin_trunc"),
-        Ops.RECIPROCAL: lambda x, dt: f"(1/{x})",
-        Ops.ADD: lambda a, b, dt: f"({a}+{b})",
-        Ops.SUB: lambda a, b, dt: f"({a}-{b})",
-        Ops.MUL: lambda a, b, dt: f"({a}*{b})",
-        Ops.IDIV: lambda a, b, dt: f"({a}/{b})",
-        Ops.FDIV: lambda a, b, dt: f"({a}/{b})",
-        Ops.MOD: lambda a, b, dt: (
-            (f"__builtin_fmod({a}, {b})" if dt.scalar() == dtypes.float64 else f"__builtin_fmodf({a}, {b})")
-            if dtypes.is_float(dt)
-            else f"({a}%{b})"
-        ),
-        # NaN-propagating like numpy's maximum (and the PYTHON backend): a NaN on either side wins
-        Ops.MAX: lambda a, b, dt: (
-            f"((({a}>{b})||({a}!={a}))?{a}:{b})" if dtypes.is_float(dt) else f"(({a}>{b})?{a}:{b})"
-        ),
-        Ops.CMPLT: lambda a, b, dt: f"({a}<{b})",
-        Ops.CMPNE: lambda a, b, dt: f"({a}!={b})",
-        Ops.CMPEQ: lambda a, b, dt: f"({a}=={b})",
-        Ops.AND: lambda a, b, dt: f"({a}&{b})",
-        Ops.OR: lambda a, b, dt: f"({a}|{b})",
-        Ops.XOR: lambda a, b, dt: f"({a}^{b})",
-        Ops.SHL: lambda a, b, dt: f"({a}<<{b})",
-        Ops.SHR: lambda a, b, dt: f"({a}>>{b})",
-        Ops.POW: _fn("__builtin_powf", "__builtin_pow"),
-        Ops.WHERE: lambda c, a, b, dt: f"({c}?{a}:{b})",
-        Ops.MULACC: lambda a, b, c, dt: f"(({a}*{b})+{c})",
-    }
+    string_rewrite = PatternMatcher(base_rules, result=str)
 
-    # ----- hooks -----
+    # ----- type names -----
     def render_dtype(self, dt: DType) -> str:
         """The C type of a dtype: pointers add ``*``, vectors go to ``render_vector_type``, scalars to ``type_map``."""
         if isinstance(dt, PtrDType):
@@ -151,58 +362,11 @@ class CStyleRenderer(Renderer):
             for d in vectors
         ]
 
-    def render_vectorize(self, dt: DType, parts: list[str]) -> str:
-        """A vector built from lane expressions (default: a compound literal; C++ dialects use a make_ function)."""
-        return f"(({self.render_dtype(dt)}){{{', '.join(parts)}}})"
-
-    def render_gep(self, vec: str, lane: int, dt: DType) -> str:
-        """One lane of a vector (default ``v[i]``, a clang vector extension; CUDA uses ``v.x``)."""
-        return f"{vec}[{lane}]"
-
-    def render_const(self, value: bool | int | float, dt: DType) -> str:
-        """A literal of exactly ``dt`` (suffixes, casts for narrow types; NaN and inf through builtins)."""
-        if dtypes.is_float(dt):
-            f = float(value)
-            if math.isnan(f):
-                s = '__builtin_nanf("")' if dt != dtypes.float64 else '__builtin_nan("")'
-            elif math.isinf(f):
-                s = ("-" if f < 0 else "") + ("__builtin_inff()" if dt != dtypes.float64 else "__builtin_inf()")
-            else:
-                s = repr(f) + ("" if dt == dtypes.float64 else "f")
-            return s if dt in (dtypes.float32, dtypes.float64) else f"(({self.render_dtype(dt)}){s})"
-        if dt == dtypes.bool:
-            return "1" if value else "0"
-        v = int(value)
-        if dt in (dtypes.int64,):
-            return f"{v}ll"
-        if dt in (dtypes.uint64,):
-            return f"{v}ull"
-        if dt == dtypes.uint32:
-            return f"{v}u"
-        if dt == dtypes.int32 and v == dtypes.min(dtypes.int32):
-            return "(-2147483647-1)"
-        return str(v) if dt == dtypes.int32 else f"(({self.render_dtype(dt)}){v})"
-
-    def render_cast(self, x: str, src: DType, dst: DType) -> str:
-        """A value conversion (C's cast); dialects whose half classes convert ambiguously go through float."""
-        return f"(({self.render_dtype(dst)})({x}))"
-
-    def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
-        """Reinterpret the bits of ``x`` (same size): ``__builtin_bit_cast``, which gcc has only in C++."""
-        return f"(__builtin_bit_cast({self.render_dtype(dst)}, {x}))"
-
-    # GPU-style renderers spell their launch indices here: "gidx"/"lidx" -> a format of {axis} (x, y, z)
-    launch_index: dict[str, str] = {}
-
-    def render_special(self, u: UOp) -> str:
-        """A launch index (SPECIAL gidxN / lidxN) through ``launch_index``; CPU-style renderers have none."""
-        name: str = u.arg
-        if not self.launch_index:
-            raise NotImplementedError(f"{type(self).__name__} has no launch indices; SPECIAL {name} cannot be rendered")
-        spelling = self.launch_index.get(name[:4])
-        if spelling is None or not name[4:].isdigit() or int(name[4:]) > 2:
-            raise ValueError(f"{type(self).__name__}: unknown launch index {name!r} (expected gidxN or lidxN, N < 3)")
-        return spelling.format(axis="xyz"[int(name[4:])])
+    def render_uop(self, u: UOp, names: dict[UOp, str] | None = None) -> str:
+        """The text the rules give ``u`` alone, its sources named by ``names`` (for tests and tools)."""
+        ctx = RenderContext(self)
+        ctx.names.update(names or {})
+        return ctx.text(u)
 
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
         """The whole source: the kernel ``name`` (the name the runtime's ``load`` resolves) around its body.
@@ -211,118 +375,53 @@ class CStyleRenderer(Renderer):
         """
         return f"{self.kernel_prefix} {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
 
-    def render_param_buffer(self, u: UOp, name: str, written: bool) -> str:
-        """A buffer parameter (``data<slot>``): ``const`` unless the kernel stores to it."""
-        assert isinstance(u.dtype, PtrDType)
-        const = "" if written else self.const_buffer_prefix
-        return f"{self.buffer_prefix}{const}{self.render_dtype(u.dtype.base)}*{self.buffer_suffix} {name}"
-
-    def render_param_var(self, u: UOp) -> str:
-        """A scalar variable parameter (DEFINE_VAR): ``var_type`` and its name; passed after the buffers, by name."""
-        return f"{self.var_type} {u.arg[0]}"
-
     # ----- the walk -----
     def render(self, name: str, uops: list[UOp]) -> str:
         """Linear uops -> source: parameters (buffers by slot, then variables by name), then one statement per uop."""
-        r: dict[UOp, str] = {}
+        written = frozenset(
+            s.src[0].src[0] for s in uops if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_GLOBAL
+        )
+        ctx = RenderContext(self, written)
+        r = ctx.names
         params: list[str] = []
-        body: list[str] = []
-        depth = 1
-        counters: dict[str, int] = {}
-        written = {s.src[0].src[0] for s in uops if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_GLOBAL}
-
-        def fresh(prefix: str) -> str:
-            n = counters.get(prefix, 0)
-            counters[prefix] = n + 1
-            return f"{prefix}{n}"
-
-        def emit(line: str) -> None:
-            body.append(self.line_prefix * depth + line)
-
-        globals_ = sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
-        for u in globals_:
+        for u in sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg):
             r[u] = f"data{u.arg}"
-            params.append(self.render_param_buffer(u, r[u], u in written))
+            params.append(ctx.text(u))
         for u in sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0]):
             r[u] = u.arg[0]
-            params.append(self.render_param_var(u))
+            params.append(ctx.text(u))
+        return self.render_kernel(name, params, self._body(ctx, uops), uops)
 
+    def _body(self, ctx: RenderContext, uops: list[UOp]) -> list[str]:
+        """One line per statement and declared value, indented by the loops open around it."""
+        r, body, depth, counters = ctx.names, [], 1, dict[str, int]()
         for u in uops:
-            op, dt, src = u.op, u.dtype, u.src
-            if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR):
+            op = u.op
+            if op is Ops.DEFINE_GLOBAL or op is Ops.DEFINE_VAR:
                 continue
-            if op is Ops.CONST:
-                r[u] = self.render_const(u.arg, dt)
-            elif op is Ops.VCONST:
-                r[u] = self.render_vectorize(dt, [self.render_const(v, dt.scalar()) for v in u.arg])
-            elif op is Ops.SPECIAL:
-                r[u] = u.arg
-                emit(f"{self.render_dtype(dt)} {u.arg} = {self.render_special(u)}; /* < {r.get(src[0], '?')} */")
-            elif op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
-                assert isinstance(dt, PtrDType)
-                r[u] = fresh("acc" if op is Ops.DEFINE_REG else "smem")
-                prefix = self.smem_prefix if dt.addrspace is AddrSpace.LOCAL else ""
-                align = (
-                    f" __attribute__((aligned({self.vector_max_bytes})))"
-                    if self.aligned_locals and prefix == ""
-                    else ""
-                )
-                emit(f"{prefix}{self.render_dtype(dt.base)} {r[u]}[{dt.size}]{align};")
-            elif op is Ops.AFTER:
-                r[u] = r[src[0]]
+            prefix = _DECLARED.get(op) or _NAMED_STMT.get(op)
+            if prefix is not None:
+                counters[prefix] = (n := counters.get(prefix, 0)) + 1
+                r[u] = f"{prefix}{n}"
             elif op is Ops.RANGE:
                 r[u] = f"ridx{u.arg[0]}"
-                emit(f"for ({self.render_dtype(dt)} {r[u]} = 0; {r[u]} < {r[src[0]]}; {r[u]}++) {{")
-                depth += 1
-            elif op is Ops.END:
+            elif op is Ops.SPECIAL:
+                r[u] = u.arg
+            text = ctx.text(u)
+            if op in _INLINE:
+                r[u] = text
+                continue
+            if op is Ops.END:
                 depth -= 1
-                emit("}")
-            elif op is Ops.INDEX:
-                r[u] = f"({r[src[0]]}+{r[src[1]]})"
-            elif op is Ops.LOAD:
-                idx = src[0]
-                r[u] = fresh("val")
-                addr = r[idx] if dt.count == 1 else f"(({self.render_vector_pointer(dt)}){r[idx]})"
-                if len(idx.src) == 3:
-                    emit(f"{self.render_dtype(dt)} {r[u]} = {r[idx.src[2]]} ? *{addr} : {r[src[1]]};")
-                else:
-                    emit(f"{self.render_dtype(dt)} {r[u]} = *{addr};")
-            elif op is Ops.STORE:
-                idx = src[0]
-                vdt = src[1].dtype
-                addr = r[idx] if vdt.count == 1 else f"(({self.render_vector_pointer(vdt)}){r[idx]})"
-                if len(idx.src) == 3:
-                    emit(f"if ({r[idx.src[2]]}) *{addr} = {r[src[1]]};")
-                else:
-                    emit(f"*{addr} = {r[src[1]]};")
-            elif op is Ops.BARRIER:
-                if self.barrier:
-                    emit(self.barrier)
-            elif op is Ops.IF:
-                emit(f"if ({r[src[0]]}) {{")
+            if op is Ops.SPECIAL:
+                text = f"{ctx.dtype(u.dtype)} {u.arg} = {text}; /* < {ctx.get(u.src[0], '?')} */"
+            elif op in _DECLARED:
+                text = f"{ctx.dtype(u.dtype)} {r[u]} = {text};"
+            if text:
+                body.append(self.line_prefix * depth + text)
+            if op is Ops.RANGE:
                 depth += 1
-            elif op is Ops.ENDIF:
-                depth -= 1
-                emit("}")
-            elif op is Ops.CAST:
-                r[u] = fresh("cast")
-                emit(f"{self.render_dtype(dt)} {r[u]} = {self.render_cast(r[src[0]], src[0].dtype, dt)};")
-            elif op is Ops.BITCAST:
-                r[u] = fresh("bits")
-                emit(f"{self.render_dtype(dt)} {r[u]} = {self.render_bitcast(r[src[0]], src[0].dtype, dt)};")
-            elif op is Ops.VECTORIZE:
-                r[u] = fresh("vec")
-                emit(f"{self.render_dtype(dt)} {r[u]} = {self.render_vectorize(dt, [r[s] for s in src])};")
-            elif op is Ops.GEP:
-                lanes = [self.render_gep(r[src[0]], lane, dt.scalar()) for lane in u.arg]
-                r[u] = lanes[0] if len(lanes) == 1 else self.render_vectorize(dt, lanes)
-            elif op in self.code_for_op:
-                r[u] = fresh("alu")
-                expr = self.code_for_op[op](*[r[s] for s in src], src[0].dtype if op is not Ops.WHERE else dt)
-                emit(f"{self.render_dtype(dt)} {r[u]} = {expr};")
-            else:
-                raise NotImplementedError(f"{type(self).__name__} cannot render {op.name} (dtype {dt!r})")
-        return self.render_kernel(name, params, body, uops)
+        return body
 
 
 def workgroup_threads(uops: list[UOp], what: str) -> int:

@@ -17,8 +17,9 @@ from typing import Any
 
 from uops.dtypes import DType, dtypes
 from uops.ir.ops import Ops
+from uops.ir.rewrite import PatternMatcher, UPat
 from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer, workgroup_threads
+from uops.renderer.cstyle import CStyleRenderer, alu_rules, cast_via_float, typed_reciprocal, workgroup_threads
 from uops_amd import DEFAULT_ARCH
 
 __all__ = ["GLOBAL_MAX", "LOCAL_MAX", "AMDRenderer", "wave_size"]
@@ -70,32 +71,31 @@ class AMDRenderer(CStyleRenderer):
     smem_prefix = "__attribute__((shared)) "
     barrier = BARRIER
     type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}
-    code_for_op = {
-        **CStyleRenderer.code_for_op,
-        Ops.EXP2: _f32_only("EXP2", "__builtin_exp2f"),
-        Ops.LOG2: _f32_only("LOG2", "__builtin_log2f"),
-        Ops.SIN: _f32_only("SIN", "__builtin_sinf"),
-        Ops.POW: _f32_only("POW", "__builtin_powf"),
-        Ops.SQRT: _f32_only("SQRT", "__builtin_sqrtf", "__builtin_sqrt"),
-        Ops.TRUNC: _f32_only("TRUNC", "__builtin_truncf", "__builtin_trunc"),
-    }
+    string_rewrite = (
+        PatternMatcher(
+            [
+                *alu_rules(
+                    {
+                        Ops.EXP2: _f32_only("EXP2", "__builtin_exp2f"),
+                        Ops.LOG2: _f32_only("LOG2", "__builtin_log2f"),
+                        Ops.SIN: _f32_only("SIN", "__builtin_sinf"),
+                        Ops.POW: _f32_only("POW", "__builtin_powf"),
+                        Ops.SQRT: _f32_only("SQRT", "__builtin_sqrtf", "__builtin_sqrt"),
+                        Ops.TRUNC: _f32_only("TRUNC", "__builtin_truncf", "__builtin_trunc"),
+                    }
+                ),
+                (UPat(Ops.RECIPROCAL, name="x"), typed_reciprocal),  # so 16-bit floats stay 16-bit
+                # 16-bit floats convert through float, as the GPU shim's 16-bit float classes need
+                (UPat(Ops.CAST, name="x"), cast_via_float(_HALVES)),
+            ],
+            result=str,
+        )
+        + CStyleRenderer.string_rewrite
+    )
 
     def __init__(self, arch: str = DEFAULT_ARCH, device: str = "AMD") -> None:
         super().__init__(arch, device)
         self.wave_size = wave_size(arch)
-        # 1/x with a typed one, so 16-bit floats stay 16-bit
-        self.code_for_op = {
-            **type(self).code_for_op,
-            Ops.RECIPROCAL: lambda x, dt: f"({self.render_const(1.0, dt.scalar())}/{x})",
-        }
-
-    def render_cast(self, x: str, src: DType, dst: DType) -> str:
-        # 16-bit floats convert through float, as the GPU shim's 16-bit float classes need
-        if src.scalar() in _HALVES and dst.scalar() != dtypes.float32:
-            x = f"(float)({x})"
-        if dst.scalar() in _HALVES and src.scalar() not in (dtypes.float32, dst.scalar()):
-            x = f"(float)({x})"
-        return f"(({self.render_dtype(dst)})({x}))"
 
     def render_vector_type(self, dt: DType) -> str:
         base = _VECTOR_NAMES.get(dt.scalar().name)

@@ -12,8 +12,9 @@ from __future__ import annotations
 from uops.compiler import positive_int_from_env, usable_cores
 from uops.dtypes import DType, PtrDType, dtypes
 from uops.ir.ops import Ops
+from uops.ir.rewrite import PatternMatcher, UPat
 from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer
+from uops.renderer.cstyle import CStyleRenderer, RenderContext
 from uops_cpu_clang import HOST_ARCH
 
 
@@ -46,10 +47,22 @@ _EXP2F = """static inline float uops_exp2f(float x) {
 """
 
 
-def _exp2(x: str, dt: DType) -> str:
-    if dt.count == 1 and dt.scalar() in (dtypes.float32, dtypes.float16):
-        return f"{_EXP2F_NAME}({x})"
-    return CStyleRenderer.code_for_op[Ops.EXP2](x, dt)
+def _exp2(ctx: RenderContext, x: UOp) -> str | None:
+    dt = x.dtype
+    return (
+        f"{_EXP2F_NAME}({ctx[x.src[0]]})" if dt.count == 1 and dt.scalar() in (dtypes.float32, dtypes.float16) else None
+    )
+
+
+def _bitcast(ctx: RenderContext, x: UOp) -> str:
+    # C has no bit_cast; a compound-literal union is well defined in C99 and folds to a move
+    return f"((union {{ {ctx.dtype(x.src[0].dtype)} a; {ctx.dtype(x.dtype)} b; }}){{.a = {ctx[x.src[0]]}}}).b"
+
+
+def _core_id(x: UOp) -> str:
+    if x.arg != "gidx0":
+        raise ValueError(f"ClangRenderer: the only launch index of a CPU kernel is gidx0 (its core), got {x.arg!r}")
+    return "core_id"
 
 
 class ClangRenderer(CStyleRenderer):
@@ -63,16 +76,22 @@ class ClangRenderer(CStyleRenderer):
     aligned_locals = True  # a PACK buffer is read with vector loads
     unaligned_vectors = True  # x86 vector moves take any address at the aligned speed
     vector_alu = True  # ext_vector_type values add and multiply lane by lane
-    code_for_op = {**CStyleRenderer.code_for_op, Ops.EXP2: _exp2}
+    string_rewrite = (
+        PatternMatcher(
+            [
+                (UPat(Ops.EXP2, name="x"), _exp2),  # declines for float64 and vectors: the builtin
+                (UPat(Ops.BITCAST, name="x"), _bitcast),
+                (UPat(Ops.SPECIAL, name="x"), _core_id),
+            ],
+            result=str,
+        )
+        + CStyleRenderer.string_rewrite
+    )
 
     @property
     def threads(self) -> int:
         """Cores a THREAD axis is split across (read by the heuristics)."""
         return cpu_threads()
-
-    def render_bitcast(self, x: str, src, dst) -> str:
-        # C has no bit_cast; a compound-literal union is well defined in C99 and folds to a move
-        return f"((union {{ {self.render_dtype(src)} a; {self.render_dtype(dst)} b; }}){{.a = {x}}}).b"
 
     def render_vector_type(self, dt: DType) -> str:
         return f"{dt.scalar().name}{dt.count}"  # declared by vector_typedefs as clang ext_vector_type
@@ -89,11 +108,6 @@ class ClangRenderer(CStyleRenderer):
             for d in sorted(vectors, key=lambda d: (d.scalar().name, d.count))
         ]
         return super().vector_typedefs(uops) + unaligned
-
-    def render_special(self, u: UOp) -> str:
-        if u.arg != "gidx0":
-            raise ValueError(f"ClangRenderer: the only launch index of a CPU kernel is gidx0 (its core), got {u.arg!r}")
-        return "core_id"
 
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
         # a THREADed kernel takes its chunk number last; the runtime calls it once per chunk

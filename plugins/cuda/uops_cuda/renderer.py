@@ -14,8 +14,16 @@ import math
 
 from uops.dtypes import DType, PtrDType, dtypes
 from uops.ir.ops import Ops
+from uops.ir.rewrite import PatternMatcher, UPat
 from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer, workgroup_threads
+from uops.renderer.cstyle import (
+    CStyleRenderer,
+    RenderContext,
+    alu_rules,
+    cast_via_float,
+    typed_reciprocal,
+    workgroup_threads,
+)
 from uops_cuda import DEFAULT_ARCH
 
 __all__ = ["CUDARenderer"]
@@ -28,6 +36,43 @@ def _math(name32: str, name64: str):
         return f"{name64}({x})" if dt.scalar() == dtypes.float64 else f"{name32}({x})"
 
     return f
+
+
+def _nonfinite(ctx: RenderContext, x: UOp) -> str | None:
+    """NVRTC has no __builtin_nanf/__builtin_inff: NaN and inf are built from their bits (gpu_shim.h has the
+    same intrinsics); every other literal is the C one."""
+    dt = x.dtype
+    if not dtypes.is_float(dt) or math.isfinite(f := float(x.arg)):
+        return None
+    if dt == dtypes.float64:
+        bits = 0x7FF8000000000000 if math.isnan(f) else (0xFFF0000000000000 if f < 0 else 0x7FF0000000000000)
+        return f"__longlong_as_double({bits - (1 << 64) if bits >= 1 << 63 else bits}ll)"
+    bits = 0x7FC00000 if math.isnan(f) else (0xFF800000 if f < 0 else 0x7F800000)
+    s = f"__int_as_float({bits - (1 << 32) if bits >= 1 << 31 else bits})"
+    return s if dt == dtypes.float32 else f"(({ctx.dtype(dt)}){s})"
+
+
+_rules = [
+    *alu_rules(
+        {
+            Ops.EXP2: _math("exp2f", "exp2"),
+            Ops.LOG2: _math("log2f", "log2"),
+            Ops.SIN: _math("sinf", "sin"),
+            Ops.SQRT: _math("sqrtf", "sqrt"),
+            Ops.TRUNC: _math("truncf", "trunc"),
+            Ops.POW: lambda a, b, dt: f"pow({a}, {b})" if dt.scalar() == dtypes.float64 else f"powf({a}, {b})",
+            Ops.MOD: lambda a, b, dt: (
+                (f"fmod({a}, {b})" if dt.scalar() == dtypes.float64 else f"fmodf((float)({a}), (float)({b}))")
+                if dtypes.is_float(dt)
+                else None
+            ),
+        }
+    ),
+    (UPat(Ops.RECIPROCAL, name="x"), typed_reciprocal),
+    (UPat(Ops.CONST, name="x"), _nonfinite),
+    (UPat(Ops.CAST, name="x"), cast_via_float(_HALVES)),
+    (UPat(Ops.BITCAST, name="x"), lambda ctx, x: f"uops_bitcast<{ctx.dtype(x.dtype)}>({ctx[x.src[0]]})"),
+]
 
 
 class CUDARenderer(CStyleRenderer):
@@ -43,58 +88,18 @@ class CUDARenderer(CStyleRenderer):
     buffer_suffix = " __restrict__"
     smem_prefix = "__shared__ "
     barrier = "__syncthreads();"
+    vector_format = "make_{vtype}({parts})"
+    lane_format = "{vec}.{axis}"
     type_map = {
         **CStyleRenderer.type_map,
         dtypes.bool: "bool",
         dtypes.float16: "half",
         dtypes.bfloat16: "__nv_bfloat16",
     }
-    code_for_op = {
-        **CStyleRenderer.code_for_op,
-        Ops.EXP2: _math("exp2f", "exp2"),
-        Ops.LOG2: _math("log2f", "log2"),
-        Ops.SIN: _math("sinf", "sin"),
-        Ops.SQRT: _math("sqrtf", "sqrt"),
-        Ops.TRUNC: _math("truncf", "trunc"),
-        Ops.POW: lambda a, b, dt: f"pow({a}, {b})" if dt.scalar() == dtypes.float64 else f"powf({a}, {b})",
-        Ops.MOD: lambda a, b, dt: (
-            (f"fmod({a}, {b})" if dt.scalar() == dtypes.float64 else f"fmodf((float)({a}), (float)({b}))")
-            if dtypes.is_float(dt)
-            else f"({a}%{b})"
-        ),
-    }
+    string_rewrite = PatternMatcher(_rules, result=str) + CStyleRenderer.string_rewrite
 
     def __init__(self, arch: str = DEFAULT_ARCH, device: str = "CUDA") -> None:
         super().__init__(arch, device)
-        # 1/x with a typed one: `1/h` is ambiguous for the 16-bit float classes (int->half or half->float)
-        self.code_for_op = {
-            **type(self).code_for_op,
-            Ops.RECIPROCAL: lambda x, dt: f"({self.render_const(1.0, dt.scalar())}/{x})",
-        }
-
-    # ----- values -----
-    def render_const(self, value: bool | int | float, dt: DType) -> str:
-        if dtypes.is_float(dt) and not math.isfinite(float(value)):
-            # NVRTC has no __builtin_nanf/__builtin_inff; build the bits (gpu_shim.h has the same intrinsics)
-            f = float(value)
-            if dt == dtypes.float64:
-                bits = 0x7FF8000000000000 if math.isnan(f) else (0xFFF0000000000000 if f < 0 else 0x7FF0000000000000)
-                return f"__longlong_as_double({bits - (1 << 64) if bits >= 1 << 63 else bits}ll)"
-            bits = 0x7FC00000 if math.isnan(f) else (0xFF800000 if f < 0 else 0x7F800000)
-            s = f"__int_as_float({bits - (1 << 32) if bits >= 1 << 31 else bits})"
-            return s if dt == dtypes.float32 else f"(({self.render_dtype(dt)}){s})"
-        return super().render_const(value, dt)
-
-    def render_cast(self, x: str, src: DType, dst: DType) -> str:
-        # the 16-bit float classes convert through float: one user-defined conversion, never ambiguous
-        if src.scalar() in _HALVES and dst.scalar() != dtypes.float32:
-            x = f"(float)({x})"
-        if dst.scalar() in _HALVES and src.scalar() not in (dtypes.float32, dst.scalar()):
-            x = f"(float)({x})"
-        return f"(({self.render_dtype(dst)})({x}))"
-
-    def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
-        return f"uops_bitcast<{self.render_dtype(dst)}>({x})"
 
     def render_vector_type(self, dt: DType) -> str:
         names = {"char": "char", "uchar": "uchar", "short": "short", "ushort": "ushort", "int": "int", "uint": "uint",
@@ -103,12 +108,6 @@ class CUDARenderer(CStyleRenderer):
         if base is None or dt.count not in (2, 3, 4):
             raise ValueError(f"CUDA has no vector type for {dt!r}")
         return f"{base}{dt.count}"
-
-    def render_vectorize(self, dt: DType, parts: list[str]) -> str:
-        return f"make_{self.render_vector_type(dt)}({', '.join(parts)})"
-
-    def render_gep(self, vec: str, lane: int, dt: DType) -> str:
-        return f"{vec}.{'xyzw'[lane]}"
 
     # ----- launch -----
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:

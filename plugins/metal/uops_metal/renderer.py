@@ -16,9 +16,10 @@ import math
 
 from uops.dtypes import DType, PtrDType, dtypes
 from uops.ir.ops import Ops
+from uops.ir.rewrite import PatternMatcher, UPat
 from uops.ir.uop import UOp
 from uops.renderer import DTypeNotSupportedError
-from uops.renderer.cstyle import CStyleRenderer
+from uops.renderer.cstyle import CStyleRenderer, RenderContext, alu_rules, cast_via_float, typed_reciprocal
 from uops_metal import DEFAULT_TARGET, TARGETS
 
 __all__ = ["INDEX_PARAMS", "MetalRenderer", "parse_version"]
@@ -36,6 +37,42 @@ def parse_version(target: str) -> tuple[int, int]:
     raise ValueError(f"unknown Metal target {target!r}: expected one of {', '.join(TARGETS)}")
 
 
+def _const(ctx: RenderContext, x: UOp) -> str | None:
+    """MSL's NaN and infinity macros, and its 64-bit integer suffixes; other literals are C's."""
+    value, dt = x.arg, x.dtype
+    if dtypes.is_float(dt) and not math.isfinite(float(value)):
+        f = float(value)
+        s = "NAN" if math.isnan(f) else ("-INFINITY" if f < 0 else "INFINITY")
+        return s if dt == dtypes.float32 else f"(({ctx.dtype(dt)}){s})"
+    if dt == dtypes.int64:
+        v = int(value)
+        return "(-9223372036854775807l-1)" if v == dtypes.min(dtypes.int64) else f"{v}l"
+    if dt == dtypes.uint64:
+        return f"{int(value)}ul"
+    return None
+
+
+_rules = [
+    *alu_rules(
+        {
+            Ops.EXP2: lambda x, dt: f"exp2({x})",
+            Ops.LOG2: lambda x, dt: f"log2({x})",
+            Ops.SIN: lambda x, dt: f"sin({x})",
+            Ops.SQRT: lambda x, dt: f"sqrt({x})",
+            Ops.TRUNC: lambda x, dt: f"trunc({x})",
+            Ops.POW: lambda a, b, dt: f"pow({a}, {b})",
+        }
+    ),
+    (UPat(Ops.RECIPROCAL, name="x"), typed_reciprocal),  # so half stays half
+    (UPat(Ops.CONST, name="x"), _const),
+    # MSL converts vectors element by element with the constructor syntax; bfloat converts to and from float only
+    (UPat(Ops.CAST, name="x"), lambda ctx, x: f"{ctx.dtype(x.dtype)}({ctx[x.src[0]]})" if x.dtype.count > 1 else None),
+    (UPat(Ops.CAST, name="x"), cast_via_float((dtypes.bfloat16,))),
+    (UPat(Ops.BITCAST, name="x"), lambda ctx, x: f"as_type<{ctx.dtype(x.dtype)}>({ctx[x.src[0]]})"),
+    (UPat(Ops.DEFINE_VAR, name="x"), lambda ctx, x: f"constant {ctx.ren.var_type}& {x.arg[0]}"),
+]
+
+
 class MetalRenderer(CStyleRenderer):
     device = "METAL"
     target = DEFAULT_TARGET
@@ -51,6 +88,8 @@ class MetalRenderer(CStyleRenderer):
     const_buffer_prefix = "const "
     smem_prefix = "threadgroup "
     barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+    vector_format = "{type}({parts})"
+    lane_format = "{vec}.{axis}"
     type_map = {
         dtypes.bool: "bool",
         dtypes.int8: "char",
@@ -66,15 +105,7 @@ class MetalRenderer(CStyleRenderer):
         dtypes.float32: "float",
         dtypes.void: "void",
     }
-    code_for_op = {
-        **CStyleRenderer.code_for_op,
-        Ops.EXP2: lambda x, dt: f"exp2({x})",
-        Ops.LOG2: lambda x, dt: f"log2({x})",
-        Ops.SIN: lambda x, dt: f"sin({x})",
-        Ops.SQRT: lambda x, dt: f"sqrt({x})",
-        Ops.TRUNC: lambda x, dt: f"trunc({x})",
-        Ops.POW: lambda a, b, dt: f"pow({a}, {b})",
-    }
+    string_rewrite = PatternMatcher(_rules, result=str) + CStyleRenderer.string_rewrite
 
     def __init__(self, target: str = DEFAULT_TARGET, device: str = "METAL") -> None:
         """``target`` is a Metal version, optionally with what the compiler makes (``metal3.1:msl``)."""
@@ -82,13 +113,8 @@ class MetalRenderer(CStyleRenderer):
         self.target = target
         self.device = device
         self.unsupported_dtypes = frozenset({dtypes.float64} | ({dtypes.bfloat16} if self.version < (3, 1) else set()))
-        # 1/x with a typed one, so half stays half
-        self.code_for_op = {
-            **type(self).code_for_op,
-            Ops.RECIPROCAL: lambda x, dt: f"({self.render_const(1.0, dt.scalar())}/{x})",
-        }
 
-    # ----- types and values -----
+    # ----- types -----
     def render_dtype(self, dt: DType) -> str:
         base = dt.base if isinstance(dt, PtrDType) else dt
         if base.scalar() in self.unsupported_dtypes:
@@ -104,42 +130,8 @@ class MetalRenderer(CStyleRenderer):
             raise ValueError(f"Metal has no vector type for {dt!r} (vectors of 2, 3 or 4 scalars)")
         return f"{self.type_map[dt.scalar()]}{dt.count}"
 
-    def render_vectorize(self, dt: DType, parts: list[str]) -> str:
-        return f"{self.render_dtype(dt)}({', '.join(parts)})"
-
     def render_vector_pointer(self, dt: DType) -> str:
         return f"device {self.render_dtype(dt)}*"  # vector accesses are to buffers only
-
-    def render_gep(self, vec: str, lane: int, dt: DType) -> str:
-        return f"{vec}.{'xyzw'[lane]}"
-
-    def render_const(self, value: bool | int | float, dt: DType) -> str:
-        if dtypes.is_float(dt) and not math.isfinite(float(value)):
-            f = float(value)
-            s = "NAN" if math.isnan(f) else ("-INFINITY" if f < 0 else "INFINITY")
-            return s if dt == dtypes.float32 else f"(({self.render_dtype(dt)}){s})"
-        if dt == dtypes.int64:
-            v = int(value)
-            return "(-9223372036854775807l-1)" if v == dtypes.min(dtypes.int64) else f"{v}l"
-        if dt == dtypes.uint64:
-            return f"{int(value)}ul"
-        return super().render_const(value, dt)
-
-    def render_cast(self, x: str, src: DType, dst: DType) -> str:
-        if dst.count > 1:  # MSL converts vectors element by element with the constructor syntax
-            return f"{self.render_dtype(dst)}({x})"
-        # bfloat converts to and from float only: other types go through float
-        if src.scalar() == dtypes.bfloat16 and dst.scalar() != dtypes.float32:
-            x = f"(float)({x})"
-        if dst.scalar() == dtypes.bfloat16 and src.scalar() not in (dtypes.float32, dtypes.bfloat16):
-            x = f"(float)({x})"
-        return f"(({self.render_dtype(dst)})({x}))"
-
-    def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
-        return f"as_type<{self.render_dtype(dst)}>({x})"
-
-    def render_param_var(self, u: UOp) -> str:
-        return f"constant {self.var_type}& {u.arg[0]}"
 
     # ----- launch -----
     def render_kernel(self, name: str, params: list[str], body: list[str], uops: list[UOp]) -> str:
