@@ -48,20 +48,20 @@ def _key(ast: Any, opts: Any, device: str) -> str:
 
 
 def pytest_configure(config: Any) -> None:
-    """Wrap the lowering entry so every kernel it sees is recorded (before the test modules import it)."""
+    """Wrap the lowering's first pass so every kernel it sees is recorded, with its target and opts."""
     from uops.codegen import lowerer, program
 
-    real = lowerer.full_rewrite_to_sink
+    real = lowerer.check_ast
 
-    def recording(ast: Any, ren: Any, opts: Any = None) -> Any:
+    def recording(ast: Any, ctx: Any) -> Any:
         try:
-            _seen.setdefault(_key(ast, opts, ren.device), None)
+            _seen.setdefault(_key(ast, ctx.opts, ctx.ren.device), None)
         except Exception as e:  # a kernel whose args do not serialise is left out, and said so
             print(f"render_corpus: not recorded: {e}", file=sys.stderr)
-        return real(ast, ren, opts)
+        return real(ast, ctx)
 
-    lowerer.full_rewrite_to_sink = recording  # type: ignore[assignment]
-    program.full_rewrite_to_sink = recording  # type: ignore[assignment]
+    for passes in (lowerer.LOWERING, program.PASSES):
+        passes[[name for name, _ in passes].index("check_ast")] = ("check_ast", recording)
 
 
 def pytest_unconfigure(config: Any) -> None:

@@ -145,3 +145,36 @@ def test_estimates_count_the_math_not_the_opts(device):
         assert est.ops == 2 * m * n * k, opts
         assert est.bytes_written == 4 * m * n, opts
         assert 4 * (m * k + k * n) <= est.bytes_read <= 4 * 2 * m * n * k, opts
+
+
+def test_the_path_is_one_list_of_named_passes(monkeypatch, capsys):
+    """get_program runs PASSES in order, each pass named in the trace and by UOPS_DEBUG=3, and the result is the
+    PROGRAM node the lowering alone (full_rewrite_to_sink) and the PROGRAM passes make."""
+    from uops.codegen.lowerer import LOWERING
+    from uops.codegen.program import PASSES, PROGRAM_PASSES, lower_to_program
+
+    d = Device["PYTHON"]
+    r = UOp.range(8, 0, AxisType.GLOBAL)
+    ast = UOp.sink(glob(0).index(r).store(glob(1).index(r).load() * 2.0))
+    prg, ctx = lower_to_program(ast, d.renderer, d.compiler, trace=True)
+    names = [name for name, _ in PASSES]
+    assert [name for name, _ in LOWERING + PROGRAM_PASSES] == names and len(set(names)) == len(names)
+    assert ctx.trace is not None and [name for name, _ in ctx.trace] == names
+    assert prg.op is Ops.PROGRAM and prg.src[0] is full_rewrite_to_sink(ast, d.renderer, [])[0]
+    assert get_program(ast, d.renderer, d.compiler).src == prg.src[2].arg
+    monkeypatch.setenv("UOPS_DEBUG", "3")
+    lower_to_program(ast, d.renderer, d.compiler)
+    err = capsys.readouterr().err
+    assert all(f"{prg.arg}: {name} " in err for name in names), err
+
+
+def test_compile_expression_lowers_each_kernel_once(monkeypatch):
+    from uops.cli.compile import compile_expression
+    from uops.codegen import lowerer
+
+    seen: list[str] = []
+    real = lowerer.kernel_name
+    monkeypatch.setattr(lowerer, "kernel_name", lambda ast: seen.append("k") or real(ast))
+    results = compile_expression("(a+b).sum(axis=1)", Device["PYTHON"].target(), {}, (4, 4))
+    assert len(results) == len(seen) == 1
+    assert "===== PASSES" in results[0][1] and " vectorize " in results[0][1]

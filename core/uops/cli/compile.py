@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast as pyast
 from pathlib import Path
 
-from uops.codegen.program import ProgramSpec, format_stages, get_program, program_stages
+from uops.codegen.program import ProgramSpec, format_stages, lower_to_program, program_spec
 from uops.dtypes import dtype_from_name
 from uops.frontend.tensor import Tensor
 from uops.plugins import Device
@@ -78,7 +78,7 @@ def compile_expression(
     expr: str, target: Target, shapes: dict[str, tuple[int, ...]], default_shape: tuple[int, ...],
     dtype: str = "float32", beam: int = 0,
 ) -> list[tuple[ProgramSpec, str]]:  # fmt: skip
-    """Every kernel of ``expr`` compiled for ``target``: (spec, four-stage printout) each.
+    """Every kernel of ``expr`` compiled for ``target``, lowered once: (spec, its passes and four stages) each.
 
     ``beam`` > 0 searches the opts on the device (this one needs its runtime); else the default heuristics."""
     out = build_expression(expr, shapes, default_shape, dtype)
@@ -92,8 +92,8 @@ def compile_expression(
 
             runtime = Device[target.device].runtime
             opts = beam_search(item.ast, target.device, target.renderer, target.compiler, runtime, beam)
-        spec = get_program(item.ast, target.renderer, target.compiler, opts)
-        results.append((spec, format_stages(program_stages(item.ast, target.renderer, target.compiler, spec.opts))))
+        prg, ctx = lower_to_program(item.ast, target.renderer, target.compiler, opts, trace=True)
+        results.append((program_spec(prg, ctx), format_stages(prg, ctx.trace)))
     if not results:
         raise CompileCommandError(f"{expr!r} needs no kernel (it is only a view of its inputs)")
     return results

@@ -261,14 +261,7 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
                         ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, 2), ren)  # two rows in flight
                 break
         if gpu:
-            n_out = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None)
-            if n_out <= 2048 and red_len >= 256:
-                for j, r in enumerate(reduce_axes(ast)):
-                    amt = _divisor(_size(r) or 1, (256, 128, 64, 32, 16))
-                    if amt is not None:
-                        op = OptOps.GROUP if any(stride(x, r) == 1 for x in loads) else OptOps.GROUPTOP
-                        ast = _try(ast, opts, Opt(op, j, amt), ren)
-                        break
+            ast = _pick_group(ast, opts, ren, loads, red_len)
         else:
             for j, r in enumerate(reds):
                 if any(stride(x, r) == 1 for x in loads) and lanes < CPU_LANES:
@@ -279,28 +272,53 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
                         lanes *= amt if len(opts) > before else 1
                     break
     if gpu:
-        cur = output_axes(ast)
-        for i in reversed(range(len(cur))):
-            n = _size(cur[i])
-            if n is not None and n >= 2 and not any(o.op in (OptOps.GROUP, OptOps.GROUPTOP) for o in opts):
-                sizes = (128, 64, 32, 16, 8, 4, 2)
-                amt = _divisor(n, sizes) or _tile(n, sizes) or (128 if n > 128 else None)
-                if amt is not None:
-                    ast = _try(ast, opts, Opt(OptOps.LOCAL, i, amt), ren)
-                break
+        _pick_local(ast, opts, ren)
         return opts
-    threads = int(getattr(ren, "threads", 1))
     work = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None) * max(red_len, 1) * lanes * looped
     # a streamed reduction: outputs x reduce length (counted before the opts) elements, each read once
     streamed = (looped > 1 or rows_streamed) and _one_core_stream(ast, n_elems * max(red_len, 1))
-    if threads > 1 and work >= THREAD_MIN_WORK and not streamed:
-        for i, r in enumerate(output_axes(ast)):
-            n = _size(r)
-            if n is not None and n >= threads:
-                ast = _try(ast, opts, Opt(OptOps.THREAD, i, threads), ren)
-                break
+    if work >= THREAD_MIN_WORK and not streamed:
+        ast = _pick_thread(ast, opts, ren)
     _tile_loop_order(ast, opts, ren, red_len)
     return opts
+
+
+def _pick_group(ast: UOp, opts: list[Opt], ren: Renderer, loads: list[UOp], red_len: int) -> UOp:
+    """GPU-style: few outputs with long reductions share each reduction among a workgroup's threads."""
+    n_out = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None)
+    if n_out <= 2048 and red_len >= 256:
+        for j, r in enumerate(reduce_axes(ast)):
+            amt = _divisor(_size(r) or 1, (256, 128, 64, 32, 16))
+            if amt is not None:
+                op = OptOps.GROUP if any(stride(x, r) == 1 for x in loads) else OptOps.GROUPTOP
+                return _try(ast, opts, Opt(op, j, amt), ren)
+    return ast
+
+
+def _pick_local(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
+    """GPU-style: workgroup threads along the innermost output axis of two or more (none beside a GROUP)."""
+    cur = output_axes(ast)
+    for i in reversed(range(len(cur))):
+        n = _size(cur[i])
+        if n is not None and n >= 2 and not any(o.op in (OptOps.GROUP, OptOps.GROUPTOP) for o in opts):
+            sizes = (128, 64, 32, 16, 8, 4, 2)
+            amt = _divisor(n, sizes) or _tile(n, sizes) or (128 if n > 128 else None)
+            if amt is not None:
+                ast = _try(ast, opts, Opt(OptOps.LOCAL, i, amt), ren)
+            break
+    return ast
+
+
+def _pick_thread(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
+    """CPU-style: the first output axis with a chunk for every core is split across the cores."""
+    threads = int(getattr(ren, "threads", 1))
+    if threads <= 1:
+        return ast
+    for i, r in enumerate(output_axes(ast)):
+        n = _size(r)
+        if n is not None and n >= threads:
+            return _try(ast, opts, Opt(OptOps.THREAD, i, threads), ren)
+    return ast
 
 
 #: reduce length from which a register-tiled matmul's strip of B no longer stays in L1 across row tiles

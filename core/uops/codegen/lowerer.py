@@ -2,15 +2,20 @@
 
 Output axes become loops (CPU-style renderers) or launch indices split into global and local
 dimensions (GPU-style renderers); reductions become register accumulators updated in loops;
-ops the renderer does not declare are decomposed; index math is simplified; padded reads
-become gated loads. Every step is a PatternMatcher applied by graph_rewrite, except the last:
-``narrow_index`` computes the 64-bit index math in int32 wherever its value ranges fit.
+ops the renderer does not declare are decomposed; index math is simplified and computed in int32
+where its ranges fit; padded reads become gated loads. ``LOWERING`` lists the passes in order, by
+name: each a function of one graph to one graph sharing one ``LowerContext``, run by ``run_passes``
+(the driver ``UOPS_DEBUG=3`` and ``uops compile --stages`` report pass by pass). Most are
+PatternMatchers applied with graph_rewrite; those that place loops and vector accesses walk the graph.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -682,29 +687,6 @@ def _check_dtypes(sink: UOp, ren: Renderer) -> None:
             )
 
 
-def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> tuple[UOp, LaunchDims]:
-    """Kernel AST -> low-level SINK for ``ren``, plus the launch dimensions it needs."""
-    verify(ast, "ast")
-    _check_dtypes(ast, ren)
-    params = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL]
-    # padded reads become gated loads first: an opt's mask then joins the gate instead of hiding it
-    ast = apply_opts(graph_rewrite(ast, pm_gate_loads), opts or [], ren) if opts else ast
-    ast = graph_rewrite(ast, _tidy_matcher())
-    ast = lower_groups(ast)
-    sink, dims, loops = lower_axes(ast, ren)
-    sink, loops = lower_packs(sink, loops, ren)
-    sink = lower_reduces(sink, loops)
-    sink = lower_inner(sink, loops)
-    sink = close_loops(sink, loops)
-    sink = graph_rewrite(sink, _final_matcher(ren.supported_ops, ren.extra_matcher))
-    sink = vectorize_memory(sink, ren)
-    sink = narrow_index(sink)
-    sink = graph_rewrite(sink, pm_guard_division, ctx=ren.supported_ops)
-    sink = keep_all_params(params, sink)
-    verify_own(sink, "lowered")
-    return sink, dims
-
-
 # ----- step 6: index dtypes -----
 _I32 = dtypes.int32
 _I32_MIN, _I32_MAX = int(dtypes.min(_I32)), int(dtypes.max(_I32))
@@ -785,3 +767,109 @@ def keep_all_params(params: list[UOp], sink: UOp) -> UOp:
     have = {u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}
     lost = sorted((u for u in params if u not in have), key=lambda u: u.arg)
     return UOp.sink(*sink.src, *lost, arg=sink.arg) if lost else sink
+
+
+# ----- the lowering, pass by pass -----
+@dataclass
+class LowerContext:
+    """What the passes of one kernel share: the target, the opts, and what earlier passes found."""
+
+    ren: Renderer
+    opts: list[Opt] = field(default_factory=list)
+    ast: UOp | None = None  # the kernel AST the passes started from
+    name: str = ""  # the kernel's name, from the AST (see ``kernel_name``)
+    params: list[UOp] = field(default_factory=list)  # the AST's buffers, every one a parameter
+    dims: LaunchDims = field(default_factory=LaunchDims)
+    loops: list[UOp] = field(default_factory=list)  # the loops around the body, outermost first
+    compiler: Any = None  # a ``Compiler`` for the PROGRAM passes (see ``codegen.pipeline``)
+    trace: list[tuple[str, int]] | None = None  # (pass, nodes after it) when asked for
+
+
+def kernel_name(ast: UOp) -> str:
+    """``E_4_8`` / ``r_4_16``: elementwise or reduce, then the sizes of the AST's loops (``n``: symbolic)."""
+    ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    kind = "r" if any(r.arg[1] is AxisType.REDUCE for r in ranges) else "E"
+    dims = [str(r.src[0].arg) if r.src[0].op is Ops.CONST else "n" for r in ranges]
+    return "_".join([kind, *dims]) if dims else kind
+
+
+def check_ast(ast: UOp, ctx: LowerContext) -> UOp:
+    """The AST is well formed and its dtypes are the target's; its name and buffers are noted."""
+    verify(ast, "ast")
+    _check_dtypes(ast, ctx.ren)
+    ctx.ast, ctx.name = ast, kernel_name(ast)
+    ctx.params = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL]
+    return ast
+
+
+def opts_pass(ast: UOp, ctx: LowerContext) -> UOp:
+    """The kernel opts; padded reads become gated loads first, so an opt's mask joins the gate instead of hiding it."""
+    return apply_opts(graph_rewrite(ast, pm_gate_loads), ctx.opts, ctx.ren) if ctx.opts else ast
+
+
+def axes_pass(ast: UOp, ctx: LowerContext) -> UOp:
+    sink, ctx.dims, ctx.loops = lower_axes(ast, ctx.ren)
+    return sink
+
+
+def packs_pass(sink: UOp, ctx: LowerContext) -> UOp:
+    sink, ctx.loops = lower_packs(sink, ctx.loops, ctx.ren)
+    return sink
+
+
+def check_lowered(sink: UOp, ctx: LowerContext) -> UOp:
+    verify_own(sink, "lowered")
+    return sink
+
+
+Pass = Callable[[UOp, LowerContext], UOp]
+
+#: kernel AST -> low-level SINK, in order; each pass a function of one graph to one graph
+LOWERING: list[tuple[str, Pass]] = [
+    ("check_ast", check_ast),
+    ("opts", opts_pass),
+    ("tidy", lambda ast, ctx: graph_rewrite(ast, _tidy_matcher())),
+    ("groups", lambda ast, ctx: lower_groups(ast)),
+    ("axes", axes_pass),
+    ("packs", packs_pass),
+    ("reduces", lambda sink, ctx: lower_reduces(sink, ctx.loops)),
+    ("inner", lambda sink, ctx: lower_inner(sink, ctx.loops)),
+    ("close_loops", lambda sink, ctx: close_loops(sink, ctx.loops)),
+    ("decompose", lambda sink, ctx: graph_rewrite(sink, _final_matcher(ctx.ren.supported_ops, ctx.ren.extra_matcher))),
+    ("vectorize", lambda sink, ctx: vectorize_memory(sink, ctx.ren)),
+    ("narrow_index", lambda sink, ctx: narrow_index(sink)),
+    ("guard_division", lambda sink, ctx: graph_rewrite(sink, pm_guard_division, ctx=ctx.ren.supported_ops)),
+    ("keep_params", lambda sink, ctx: keep_all_params(ctx.params, sink)),
+    ("check_lowered", check_lowered),
+]
+
+
+def debug_level() -> int:
+    """``UOPS_DEBUG``: 3 names each pass of every kernel's lowering with the graph's size after it, 4 adds the graph."""
+    try:
+        return int(os.environ.get("UOPS_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def run_passes(sink: UOp, ctx: LowerContext, passes: list[tuple[str, Pass]]) -> UOp:
+    """The one driver: each pass in order on the graph the last one returned, recorded in ``ctx.trace`` when it is
+    a list, and printed with ``UOPS_DEBUG`` >= 3."""
+    level = debug_level()
+    for name, fn in passes:
+        sink = fn(sink, ctx)
+        if ctx.trace is not None or level >= 3:
+            size = len(sink.toposort())
+            if ctx.trace is not None:
+                ctx.trace.append((name, size))
+            if level >= 3:
+                print(f"{ctx.name or 'kernel'}: {name:<16} {size} nodes", file=sys.stderr)
+                if level >= 4:
+                    print(sink.pretty(), file=sys.stderr)
+    return sink
+
+
+def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> tuple[UOp, LaunchDims]:
+    """Kernel AST -> low-level SINK for ``ren``, plus the launch dimensions it needs (the passes of ``LOWERING``)."""
+    ctx = LowerContext(ren, list(opts or []))
+    return run_passes(ast, ctx, LOWERING), ctx.dims

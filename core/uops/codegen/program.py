@@ -15,11 +15,11 @@ from typing import Any
 
 from uops.codegen.heuristics import hand_coded_opts
 from uops.codegen.linearizer import linearize
-from uops.codegen.lowerer import full_rewrite_to_sink
+from uops.codegen.lowerer import LOWERING, LowerContext, Pass, kernel_name, run_passes
 from uops.codegen.opt import Opt
 from uops.compiler import Compiler
 from uops.dtypes import PtrDType, dtypes
-from uops.ir.ops import AxisType, GroupOp, Ops
+from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.ir.serialize import uops_from_data, uops_to_data
 from uops.ir.spec import verify_own
@@ -27,62 +27,70 @@ from uops.ir.symbolic import symbolic
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
 
+__all__ = [
+    "PASSES",
+    "PROGRAM_PASSES",
+    "Estimates",
+    "ProgramSpec",
+    "format_stages",
+    "get_program",
+    "kernel_name",
+    "lower_to_program",
+    "pm_to_program",
+    "program_spec",
+    "program_stages",
+]
+
 SPEC_FORMAT = 1
 
 
-@dataclass
-class _PathCtx:
-    renderer: Renderer
-    compiler: Compiler
-
-
-def _add_linear(ctx: _PathCtx, prg: UOp, sink: UOp) -> UOp:
+def _add_linear(ctx: LowerContext, prg: UOp, sink: UOp) -> UOp:
     out = prg.replace(src=(sink, UOp(Ops.LINEAR, src=tuple(linearize(sink)))))
     verify_own(out, "program")
     return out
 
 
-def _add_source(ctx: _PathCtx, prg: UOp, sink: UOp, lin: UOp) -> UOp:
-    src = ctx.renderer.render(prg.arg, list(lin.src))
+def _add_source(ctx: LowerContext, prg: UOp, sink: UOp, lin: UOp) -> UOp:
+    src = ctx.ren.render(prg.arg, list(lin.src))
     out = prg.replace(src=(sink, lin, UOp(Ops.SOURCE, arg=src)))
     verify_own(out, "program")
     return out
 
 
-def _add_binary(ctx: _PathCtx, prg: UOp, sink: UOp, lin: UOp, source: UOp) -> UOp:
+def _add_binary(ctx: LowerContext, prg: UOp, sink: UOp, lin: UOp, source: UOp) -> UOp:
     lib = ctx.compiler.compile_cached(source.arg)
     out = prg.replace(src=(sink, lin, source, UOp(Ops.BINARY, arg=lib)))
     verify_own(out, "program")
     return out
 
 
-pm_to_program = PatternMatcher(
-    [
-        (UPat(Ops.PROGRAM, src=(UPat(Ops.SINK, name="sink"),), name="prg"), _add_linear),
-        (UPat(Ops.PROGRAM, src=(UPat(Ops.SINK, name="sink"), UPat(Ops.LINEAR, name="lin")), name="prg"), _add_source),
-        (
-            UPat(
-                Ops.PROGRAM,
-                src=(UPat(Ops.SINK, name="sink"), UPat(Ops.LINEAR, name="lin"), UPat(Ops.SOURCE, name="source")),
-                name="prg",
-            ),
-            _add_binary,
-        ),
-    ]
-)
+_sink, _lin, _source = UPat(Ops.SINK, name="sink"), UPat(Ops.LINEAR, name="lin"), UPat(Ops.SOURCE, name="source")
+pm_linearize = PatternMatcher([(UPat(Ops.PROGRAM, src=(_sink,), name="prg"), _add_linear)])
+pm_render = PatternMatcher([(UPat(Ops.PROGRAM, src=(_sink, _lin), name="prg"), _add_source)])
+pm_compile = PatternMatcher([(UPat(Ops.PROGRAM, src=(_sink, _lin, _source), name="prg"), _add_binary)])
+#: PROGRAM(SINK) through its four forms in one rewrite
+pm_to_program = pm_linearize + pm_render + pm_compile
+
+#: low-level SINK -> PROGRAM(SINK, LINEAR, SOURCE, BINARY), after ``LOWERING``
+PROGRAM_PASSES: list[tuple[str, Pass]] = [
+    ("program", lambda sink, ctx: UOp(Ops.PROGRAM, src=(sink,), arg=ctx.name)),
+    ("linearize", lambda prg, ctx: graph_rewrite(prg, pm_linearize, ctx=ctx)),
+    ("render", lambda prg, ctx: graph_rewrite(prg, pm_render, ctx=ctx)),
+    ("compile", lambda prg, ctx: graph_rewrite(prg, pm_compile, ctx=ctx)),
+]
+#: the one compiler path: every pass from the kernel AST to its PROGRAM node, by name
+PASSES: list[tuple[str, Pass]] = LOWERING + PROGRAM_PASSES
 
 
-def full_rewrite_to_program(sink: UOp, renderer: Renderer, compiler: Compiler, name: str) -> UOp:
-    """PROGRAM(SINK) through its four forms. Returns PROGRAM(SINK, LINEAR, SOURCE, BINARY)."""
-    prg = UOp(Ops.PROGRAM, src=(sink,), arg=name)
-    return graph_rewrite(prg, pm_to_program, ctx=_PathCtx(renderer, compiler))
-
-
-def kernel_name(ast: UOp) -> str:
-    ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
-    kind = "r" if any(r.arg[1] is AxisType.REDUCE for r in ranges) else "E"
-    dims = [str(r.src[0].arg) if r.src[0].op is Ops.CONST else "n" for r in ranges]
-    return "_".join([kind, *dims]) if dims else kind
+def lower_to_program(
+    ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None, trace: bool = False
+) -> tuple[UOp, LowerContext]:
+    """Kernel AST -> its PROGRAM node through ``PASSES``, and the passes' context (launch dims, the opts, and with
+    ``trace`` each pass's name and graph size). ``opts=None``: the default heuristics."""
+    if opts is None:
+        opts = hand_coded_opts(ast, renderer)
+    ctx = LowerContext(renderer, list(opts), compiler=compiler, trace=[] if trace else None)
+    return run_passes(ast, ctx, PASSES), ctx
 
 
 @dataclass
@@ -259,12 +267,14 @@ def _estimate(uops: list[UOp], threads: int) -> Estimates:
 
 def get_program(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None) -> ProgramSpec:
     """Kernel AST -> compiled ProgramSpec for ``renderer``'s target; ``opts=None``: the default heuristics."""
-    if opts is None:
-        opts = hand_coded_opts(ast, renderer)
-    sink, dims = full_rewrite_to_sink(ast, renderer, opts)
-    prg = full_rewrite_to_program(sink, renderer, compiler, kernel_name(ast))
+    return program_spec(*lower_to_program(ast, renderer, compiler, opts))
+
+
+def program_spec(prg: UOp, ctx: LowerContext) -> ProgramSpec:
+    """The ProgramSpec of a PROGRAM(SINK, LINEAR, SOURCE, BINARY) node; ``ctx`` the context its passes ran with."""
     _, lin, source, binary = prg.src
-    uops = list(lin.src)
+    uops, dims, renderer = list(lin.src), ctx.dims, ctx.ren
+    assert ctx.ast is not None
     globals_ = [u for u in uops if u.op is Ops.DEFINE_GLOBAL]
     outs = sorted({u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
     ins = sorted({u.src[0].src[0].arg for u in uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
@@ -275,7 +285,7 @@ def get_program(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt
         src=source.arg,
         device=renderer.device,
         target=renderer.target,
-        ast=ast,
+        ast=ctx.ast,
         uops=uops,
         lib=binary.arg,
         global_size=tuple(dims.global_size),
@@ -285,15 +295,19 @@ def get_program(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt
         ins=ins,
         buffers=buffers,
         estimates=_estimate(uops, threads),
-        opts=list(opts),
+        opts=list(ctx.opts),
     )
 
 
-def format_stages(prg: UOp) -> str:
-    """The four forms of one kernel, for a person: SINK, LINEAR, SOURCE, BINARY."""
+def format_stages(prg: UOp, trace: list[tuple[str, int]] | None = None) -> str:
+    """The four forms of one kernel, for a person: SINK, LINEAR, SOURCE, BINARY; with ``trace`` (from
+    ``lower_to_program(..., trace=True)``) first the passes that made them, each with the graph's size after it."""
     if prg.op is not Ops.PROGRAM:
         raise ValueError(f"format_stages expects a PROGRAM node, got {prg.op.name}")
     parts: list[str] = []
+    if trace:
+        parts.append("===== PASSES (graph nodes after each) =====")
+        parts += [f"{n:>3} {name:<16} {size}" for n, (name, size) in enumerate(trace, 1)]
     names = ["SINK (lowered kernel)", "LINEAR (ordered uops)", "SOURCE", "BINARY"]
     for title, s in zip(names, prg.src):
         parts.append(f"===== {title} =====")
@@ -321,7 +335,4 @@ def format_stages(prg: UOp) -> str:
 
 def program_stages(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None) -> UOp:
     """The PROGRAM node of ``ast`` in its final form (for printing its stages)."""
-    if opts is None:
-        opts = hand_coded_opts(ast, renderer)
-    sink, _ = full_rewrite_to_sink(ast, renderer, opts)
-    return full_rewrite_to_program(sink, renderer, compiler, kernel_name(ast))
+    return lower_to_program(ast, renderer, compiler, opts)[0]
