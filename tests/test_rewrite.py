@@ -427,3 +427,43 @@ def test_dtype_patterns_match_equal_dtypes_and_vectors_of_them() -> None:
     assert pm.rewrite(UOp(Ops.ADD, dtypes.float32, (f, f))) is None
     i64 = UOp.const(dtypes.int64, 1)
     assert pm.rewrite(UOp(Ops.ADD, dtypes.int64, (i64, i64))) is None
+
+
+# ----------------------------------------------------------------------------------------
+# the fast engine against the reference walk (reference_rewrite: UPat.match, plain recursion)
+# ----------------------------------------------------------------------------------------
+def test_fast_walks_and_generated_matchers_agree_with_the_reference_walk() -> None:
+    """Every walk graph_rewrite has (top-down, bottom-up, remembering, with the matchers' build shortcuts) and
+    the generated matcher code give what the plainly written reference walk gives with interpreted matching."""
+    from uops.ir.rewrite import reference_rewrite
+    from uops.ir.symbolic import simplify, symbolic, symbolic_simple
+
+    rng = random.Random(11)
+    for n in range(60):
+        g = _random_index_graph(rng, rng.randrange(3, 30))
+        for pm in (symbolic, symbolic_simple):
+            for bottom_up in (False, True):
+                want = reference_rewrite(g, pm, bottom_up=bottom_up)
+                assert graph_rewrite(g, pm, bottom_up=bottom_up) is want, (n, bottom_up)
+                assert graph_rewrite(g, pm, bottom_up=bottom_up, remember=True) is want, (n, bottom_up)
+        assert simplify(g) is reference_rewrite(g, symbolic, bottom_up=True)
+
+
+def test_reference_walk_passes_ctx_and_follows_rule_results() -> None:
+    from uops.ir.rewrite import reference_rewrite
+
+    seen: list[Ops] = []
+    pm = PatternMatcher(
+        [
+            (UPat(Ops.MUL, src=(UPat.var("a"), UPat.cvar("k"))), lambda ctx, a, k: ctx.append(Ops.MUL) or a + a),
+            (UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("a"))), lambda ctx, a: ctx.append(Ops.ADD) or a),
+        ]
+    )
+    g = UOp.sink((x * 2) + y, (x * 2) * 3)
+    for bottom_up in (False, True):
+        seen.clear()
+        want = reference_rewrite(g, pm, ctx=seen, bottom_up=bottom_up)
+        fired = list(seen)
+        seen.clear()
+        assert graph_rewrite(g, pm, ctx=seen, bottom_up=bottom_up) is want and sorted(seen) == sorted(fired)
+    assert want is UOp.sink(x + y, x)

@@ -122,3 +122,14 @@ class GroupOp:
     Defines = frozenset({Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL, Ops.DEFINE_REG})
     Compiler = frozenset({Ops.PROGRAM, Ops.LINEAR, Ops.SOURCE, Ops.BINARY})
     Movement = frozenset({Ops.VIEW})
+
+
+# The members most passes test, as module constants (``from uops.ir.ops import ADD``) for hot paths: reading
+# ``Ops.X`` at run time goes through EnumType's __getattr__ hook (Python 3.11), which costs more than building the
+# node it names.
+ADD, SUB, MUL, MAX, IDIV, MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
+FDIV, NEG, CMPLT, CMPNE, CMPEQ, AND = Ops.FDIV, Ops.NEG, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND
+OR, XOR, SHL, SHR, WHERE, CAST = Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.WHERE, Ops.CAST
+BITCAST, EXP2, LOG2, SIN, SQRT, RECIPROCAL = Ops.BITCAST, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL
+TRUNC, CONST, VCONST, DEFINE_VAR, RANGE, SINK = Ops.TRUNC, Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SINK
+INDEX, LOAD, STORE, REDUCE, END, GEP = Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.END, Ops.GEP

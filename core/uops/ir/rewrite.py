@@ -18,7 +18,7 @@ from typing import Any
 
 from uops.dtypes import DType
 from uops.ir.ops import GroupOp, Ops
-from uops.ir.uop import UOp, _new_uop
+from uops.ir.uop import UOp, new_uop
 
 _ANY = object()
 
@@ -513,11 +513,47 @@ def graph_rewrite(
     if remember and ctx is not None:
         raise ValueError("graph_rewrite(remember=True) needs ctx=None: a result that depends on ctx cannot be kept")
     if remember:
-        return _remembering_rewrite(pm, bottom_up)(sink)
+        return remembering_rewrite(pm, bottom_up)(sink)
     return _paused(_bottom_up if bottom_up else _top_down, pm, ctx, None)(sink)
 
 
-def _remembering_rewrite(pm: PatternMatcher, bottom_up: bool = False) -> Callable[[UOp], UOp]:
+def reference_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False) -> UOp:
+    """What ``graph_rewrite`` computes, written plainly: the definition the fast walks (their own stacks, the
+    remembered results, the matchers' ``build`` shortcuts) and the generated matchers are checked against in
+    tests. Rules are interpreted with ``UPat.match`` in order; recursion follows the graph's depth.
+
+    Top-down, a node is offered to the rules first; if none fires, its sources are rewritten and the node
+    rebuilt on them is offered again. Bottom-up, sources first, then the node. A rule's result is itself
+    rewritten the same way; every node's result is memoized for the call."""
+    done: dict[UOp, UOp] = {}
+
+    def rules(u: UOp) -> UOp | None:
+        for pat, fn, wants_ctx in pm.by_op[u.op]:
+            if (r := _interpret(pat, fn, wants_ctx, u, ctx)) is not None:
+                return r
+        return None
+
+    def walk(u: UOp) -> UOp:
+        if (out := done.get(u)) is not None:
+            return out
+        if not bottom_up and (r := rules(u)) is not None:
+            out = walk(r)
+        else:
+            src = tuple(walk(s) for s in u.src)
+            new = u if src == u.src else UOp(u.op, u.dtype, src, u.arg)
+            if new is not u and new in done:
+                out = done[new]
+            else:
+                r = rules(new) if bottom_up or new is not u else None
+                out = new if r is None else walk(r)
+                done[new] = out
+        done[u] = out
+        return out
+
+    return walk(sink)
+
+
+def remembering_rewrite(pm: PatternMatcher, bottom_up: bool = False) -> Callable[[UOp], UOp]:
     """``graph_rewrite(u, pm, bottom_up=bottom_up, remember=True)`` as a function of ``u`` alone, its
     choices made once: for a caller that rewrites many small graphs (simplify)."""
     return _paused(_bottom_up_kept if bottom_up else _top_down, pm, None, pm.memo_keys[bottom_up])
@@ -558,7 +594,7 @@ def _bottom_up(sink: UOp, pm: PatternMatcher, ctx: Any, key: None) -> UOp:
     replace: dict[UOp, UOp] = {}
     rget, rgetitem = replace.get, replace.__getitem__
     POST, LINK = _POST, _LINK
-    new = _new_uop
+    new = new_uop
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
     while stack:
@@ -631,7 +667,7 @@ def _bottom_up_kept(sink: UOp, pm: PatternMatcher, ctx: None, key: Any) -> UOp:
     instead of pushing it and popping it again."""
     fixed = (key, None)  # the memo of a node that is its own result
     table, build = pm.table, pm.build
-    new, LINK = _new_uop, _LINK
+    new, LINK = new_uop, _LINK
     stack: list[Any] = [sink]
     while stack:
         n = stack.pop()
@@ -713,7 +749,7 @@ def _top_down(sink: UOp, pm: PatternMatcher, ctx: Any, key: object | None) -> UO
     replace: dict[UOp, UOp] = {}
     rget, rgetitem = replace.get, replace.__getitem__
     POST, LINK = _POST, _LINK
-    new = _new_uop
+    new = new_uop
     stack: list[Any] = [sink]
     pop, push = stack.pop, stack.append
     while stack:

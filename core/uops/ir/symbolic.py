@@ -22,31 +22,60 @@ from math import gcd
 
 from uops.dtypes import SCALARS, DType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
-from uops.ir.ops import GroupOp, Ops
-from uops.ir.rewrite import PatternMatcher, UPat, _remembering_rewrite
-from uops.ir.uop import (
-    _ADD,
-    _AND,
-    _BITCAST,
-    _CAST,
-    _CMPEQ,
-    _CMPLT,
-    _CMPNE,
-    _COMPARISON,
-    _CONST,
-    _IDIV,
-    _MAX,
-    _MOD,
-    _MUL,
-    _NEG,
-    _OR,
-    _SUB,
-    _WHERE,
-    _XOR,
-    ConstType,
-    UOp,
-    _new_uop,
+from uops.ir.ops import (
+    ADD as _ADD,
 )
+from uops.ir.ops import (
+    AND as _AND,
+)
+from uops.ir.ops import (
+    BITCAST as _BITCAST,
+)
+from uops.ir.ops import (
+    CAST as _CAST,
+)
+from uops.ir.ops import (
+    CMPEQ as _CMPEQ,
+)
+from uops.ir.ops import (
+    CMPLT as _CMPLT,
+)
+from uops.ir.ops import (
+    CMPNE as _CMPNE,
+)
+from uops.ir.ops import (
+    CONST as _CONST,
+)
+from uops.ir.ops import (
+    IDIV as _IDIV,
+)
+from uops.ir.ops import (
+    MAX as _MAX,
+)
+from uops.ir.ops import (
+    MOD as _MOD,
+)
+from uops.ir.ops import (
+    MUL as _MUL,
+)
+from uops.ir.ops import (
+    NEG as _NEG,
+)
+from uops.ir.ops import (
+    OR as _OR,
+)
+from uops.ir.ops import (
+    SUB as _SUB,
+)
+from uops.ir.ops import (
+    WHERE as _WHERE,
+)
+from uops.ir.ops import (
+    XOR as _XOR,
+)
+from uops.ir.ops import GroupOp, Ops
+from uops.ir.rewrite import PatternMatcher, UPat, remembering_rewrite
+from uops.ir.uop import ConstType, UOp, new_uop
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
@@ -287,9 +316,9 @@ def _build(
                     lo, hi = bounds
                 r = (lo, hi)
             acc = (
-                _new_uop(UOp, _NEG, bd, (b,), None, r)
+                new_uop(UOp, _NEG, bd, (b,), None, r)
                 if c == -1
-                else _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, c)), None, r)
+                else new_uop(UOp, _MUL, bd, (b, UOp.const(bd, c)), None, r)
             )
             continue
         m = c if c > 0 else -c
@@ -300,8 +329,8 @@ def _build(
             t = None  # not met: made below
         if bounds is None:
             if t is None:
-                t = _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
-            acc = _new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
+                t = new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
+            acc = new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
             continue
         if t is not None:
             t0, t1 = t._ref.vrange or t._range()
@@ -310,11 +339,11 @@ def _build(
             t0, t1 = t0 * m, t1 * m
             if not bounds[0] <= t0 <= t1 <= bounds[1]:
                 t0, t1 = bounds
-            t = _new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)), None, (t0, t1))
+            t = new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)), None, (t0, t1))
         lo, hi = (lo + t0, hi + t1) if c > 0 else (lo - t1, hi - t0)
         if not bounds[0] <= lo <= hi <= bounds[1]:
             lo, hi = bounds
-        acc = _new_uop(UOp, _ADD if c > 0 else _SUB, dt, (acc, t), None, (lo, hi))
+        acc = new_uop(UOp, _ADD if c > 0 else _SUB, dt, (acc, t), None, (lo, hi))
     if acc is None:
         if shape is not None:
             shape += (1, 0)
@@ -324,10 +353,10 @@ def _build(
         if k:
             lo, hi = lo + k, hi + k
             r = (lo, hi) if bounds[0] <= lo <= hi <= bounds[1] else bounds
-            acc = _new_uop(UOp, _ADD, dt, (acc, UOp.const(dt, k)), None, r)
+            acc = new_uop(UOp, _ADD, dt, (acc, UOp.const(dt, k)), None, r)
             skel += 2
     elif k and truncate(k, dt):
-        acc = _new_uop(UOp, _ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
+        acc = new_uop(UOp, _ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
         skel += 2
     if shape is not None:
         shape += (skel, settled)  # a bool is an int
@@ -404,7 +433,7 @@ def _fold_cast_parts(op: Ops, dt: DType, c: UOp) -> UOp | None:
 def _const_right(x: UOp) -> UOp | None:
     a, b = x.src
     if a.op is _CONST and b.op is not _CONST:
-        return _new_uop(UOp, x.op, x.dtype, (b, a), x.arg)
+        return new_uop(UOp, x.op, x.dtype, (b, a), x.arg)
     return None
 
 
@@ -445,7 +474,7 @@ def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object, collect: 
             return r
     elif src and op in _ALU and all(s.op is _CONST for s in src) and (r := _fold_parts(op, dt, src)) is not None:
         return r
-    return _new_uop(UOp, op, dt, src, arg)
+    return new_uop(UOp, op, dt, src, arg)
 
 
 def _build_simple(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object) -> UOp:
@@ -482,7 +511,7 @@ def _mul_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if v == 1:
         return a
     if v == -1 or (x.dtype.kind == "u" and v == dtypes.max(x.dtype)):
-        return _new_uop(UOp, _NEG, x.dtype, (a,))
+        return new_uop(UOp, _NEG, x.dtype, (a,))
     if v == 0 and x.dtype.kind != "f":
         return c
     return None
@@ -497,7 +526,7 @@ def _idiv_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if v == 0:
         return c  # x IDIV 0 == 0
     if v == -1 and x.dtype.kind == "i":
-        return _new_uop(UOp, _NEG, x.dtype, (a,))  # wraps like INT_MIN IDIV -1
+        return new_uop(UOp, _NEG, x.dtype, (a,))  # wraps like INT_MIN IDIV -1
     return None
 
 
@@ -546,12 +575,12 @@ def _where(c: UOp, a: UOp, b: UOp) -> UOp | None:
     if c.op is _CONST:
         return a if c.arg else b
     if c.op is _CMPNE and c.src[1].op is _CONST and c.src[1].arg is True and c.src[0].dtype.kind == "b":
-        return _new_uop(UOp, _WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
+        return new_uop(UOp, _WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
     if a.op is _CONST and b.op is _CONST and a.dtype.kind == "b" and c.dtype.count == 1:
         if a.arg is True and b.arg is False:
             return c
         if a.arg is False and b.arg is True:
-            return _new_uop(UOp, _CMPNE, c.dtype, (c, c.const_like(True)))
+            return new_uop(UOp, _CMPNE, c.dtype, (c, c.const_like(True)))
     return None
 
 
@@ -563,16 +592,16 @@ def _bool_cmp_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if (x.op is _CMPNE) != v:  # b != False, b == True
         return a
     if x.op is _CMPEQ:  # b == False -> not b
-        return _new_uop(UOp, _CMPNE, x.dtype, (a, a.const_like(True)))
+        return new_uop(UOp, _CMPNE, x.dtype, (a, a.const_like(True)))
     # not b: fold double negation and negated integer comparisons
     if a.op is _CMPNE and a.src[1].op is _CONST and a.src[1].arg is True and a.src[0].dtype.kind == "b":
         return a.src[0]
     if a.op is _CMPLT and _is_int(a.src[0]):
         l, r = a.src
         if r.op is _CONST and r.arg > dtypes.min(r.dtype):  # not (l < d) -> d-1 < l
-            return _new_uop(UOp, _CMPLT, x.dtype, (r.const_like(r.arg - 1), l))
+            return new_uop(UOp, _CMPLT, x.dtype, (r.const_like(r.arg - 1), l))
         if l.op is _CONST and l.arg < dtypes.max(l.dtype):  # not (d < r) -> r < d+1
-            return _new_uop(UOp, _CMPLT, x.dtype, (r, l.const_like(l.arg + 1)))
+            return new_uop(UOp, _CMPLT, x.dtype, (r, l.const_like(l.arg + 1)))
     return None
 
 
@@ -583,7 +612,7 @@ def _range_fold(x: UOp) -> UOp | None:
     dt = x.dtype
     if dt.count != 1 or dt.kind == "f" or dt.kind == "v":
         return None
-    if x.op in _COMPARISON and x.src[0].dtype.kind == "f":
+    if x.op in GroupOp.Comparison and x.src[0].dtype.kind == "f":
         return None  # float ranges are not rounded like the hardware rounds: no decisions from them
     return UOp.const(dt, lo)
 
@@ -597,7 +626,7 @@ def _mul_neg(x: UOp, y: UOp, c: UOp) -> UOp | None:
 
 
 def _add_neg(x: UOp, y: UOp) -> UOp:
-    return _new_uop(UOp, _SUB, x.dtype, (x, y))
+    return new_uop(UOp, _SUB, x.dtype, (x, y))
 
 
 def _collect(x: UOp) -> UOp | None:
@@ -625,7 +654,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
         if b.op is _CONST:
             if op is _ADD:
                 if x is None:
-                    x = _new_uop(UOp, op, dt, (a, b))
+                    x = new_uop(UOp, op, dt, (a, b))
                 lo, hi = x._ref.vrange or x._range()  # _kept(x), spelled out
                 return UOp.const(dt, lo) if lo == hi else x
         else:
@@ -634,7 +663,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
                 t = ta.copy()
                 t[bb] = 1
                 if x is None:
-                    x = _new_uop(UOp, op, dt, (a, b))
+                    x = new_uop(UOp, op, dt, (a, b))
                 x._ref.flat = t
                 return _kept(x)
     if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
@@ -646,7 +675,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
         if ba is not bb and leaf_a and (leaf_b or (b.op is _CONST and op is _ADD)):
             if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
                 if x is None:
-                    x = _new_uop(UOp, op, dt, (a, b))
+                    x = new_uop(UOp, op, dt, (a, b))
                 if b.op is not _CONST:
                     x._ref.flat = {ba: 1, bb: 1}  # two distinct bases that do not pair, no constant
                 lo, hi = x._ref.vrange or x._range()  # _kept(x), spelled out: the most common return
@@ -667,7 +696,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
                 return _continued(like, y, [(bb, co if op is _ADD else -co)], a.src[1].arg, st)
     f = _flatten(x, exact=False) if x is not None else _flatten(a, False, 48, b, op is _SUB)
     if f is None:
-        return _kept(x if x is not None else _new_uop(UOp, op, dt, (a, b)))
+        return _kept(x if x is not None else new_uop(UOp, op, dt, (a, b)))
     terms = f.terms
     changed = f.rep or f.nconst >= 2
     if f.mods:
@@ -692,7 +721,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
     const_last = op is _ADD and b.op is _CONST
     if not changed and not (f.nconst == 1 and not const_last):
         if x is None:
-            x = _new_uop(UOp, op, dt, (a, b))
+            x = new_uop(UOp, op, dt, (a, b))
         if f.nconst == 0:
             x._ref.flat = terms
         return _kept(x)
@@ -704,7 +733,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
             (f.occ.get(u, 1) - (1 if co else 0)) * tree_size(u) for u, co in terms.items() if not co or u in f.occ
         )
         if new_skel > f.skel + extra:
-            return _kept(x if x is not None else _new_uop(UOp, op, dt, (a, b)))
+            return _kept(x if x is not None else new_uop(UOp, op, dt, (a, b)))
     if out.op is op and (s := out.src)[0] is a and s[1] is b:  # the sum rebuilt as it was
         return _kept(out)
     if out.op is not _CONST:
@@ -803,7 +832,7 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
     is_mod = x.op is _MOD
     if v <= 0:
         if is_mod and v < 0 and v != dtypes.min(dt):
-            return _new_uop(UOp, _MOD, dt, (a, c.const_like(-v)))  # C: x % -c == x % c
+            return new_uop(UOp, _MOD, dt, (a, c.const_like(-v)))  # C: x % -c == x % c
         return None
     lo, hi = a._ref.vrange or a._range()
     if is_mod:
@@ -815,9 +844,9 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if ao is x.op and a.src[1].op is _CONST and a.src[1].arg > 0:
         c1 = a.src[1].arg
         if is_mod and c1 % v == 0:
-            return _new_uop(UOp, _MOD, dt, (a.src[0], c))  # (y % (k*c)) % c
+            return new_uop(UOp, _MOD, dt, (a.src[0], c))  # (y % (k*c)) % c
         if not is_mod and c1 * v <= dtypes.max(dt):
-            return _new_uop(UOp, _IDIV, dt, (a.src[0], c.const_like(c1 * v)))  # (y // c1) // c
+            return new_uop(UOp, _IDIV, dt, (a.src[0], c.const_like(c1 * v)))  # (y // c1) // c
         return None
     if ao not in _LINEAR:
         return None
@@ -829,10 +858,10 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         # exact division of every term: (g*t) // (g*c) == t // c and (g*t) % (g*c) == (t % c) * g
         t = _build([(b, co // g) for b, co in f.terms.items()], f.k // g, a)
         if not is_mod:
-            return t if v == g else _new_uop(UOp, _IDIV, dt, (t, c.const_like(v // g)))
+            return t if v == g else new_uop(UOp, _IDIV, dt, (t, c.const_like(v // g)))
         if v == g:
             return x.const_like(0)
-        out = _new_uop(UOp, _MOD, dt, (t, c.const_like(v // g))) * g
+        out = new_uop(UOp, _MOD, dt, (t, c.const_like(v // g))) * g
         return out if _not_larger(out, x) else None
     qt, rt = _split_terms(f, v)
     if lo >= 0:
@@ -850,10 +879,10 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         return None
     fits = -v < rlo and rhi < v
     if is_mod:
-        out = r if fits else _new_uop(UOp, _MOD, dt, (r, c))
+        out = r if fits else new_uop(UOp, _MOD, dt, (r, c))
     else:
         qe = _build(qt, kq, a)
-        out = qe if fits else qe + _new_uop(UOp, _IDIV, dt, (r, c))
+        out = qe if fits else qe + new_uop(UOp, _IDIV, dt, (r, c))
     return out if _not_larger(out, x) else None
 
 
@@ -866,7 +895,7 @@ def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:
     if op is not _CMPLT:
         # ring identity: a + k != d  <=>  a != d - k
         if b.op is _CONST and a.op is _ADD and a.src[1].op is _CONST:
-            return _new_uop(UOp, op, x.dtype, (a.src[0], b.const_like(b.arg - a.src[1].arg)))
+            return new_uop(UOp, op, x.dtype, (a.src[0], b.const_like(b.arg - a.src[1].arg)))
         return None
     left_const = a.op is _CONST
     e, d = (b, a.arg) if left_const else (a, b.arg)
@@ -884,10 +913,10 @@ def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:
     num = d - f.k  # e == g*t + k with g > 0
     if left_const:  # d < g*t + k  <=>  floor((d-k)/g) < t
         bnd = num // g
-        out = _new_uop(UOp, _CMPLT, x.dtype, (e.const_like(bnd), t)) if _fits(bnd, e.dtype) else None
+        out = new_uop(UOp, _CMPLT, x.dtype, (e.const_like(bnd), t)) if _fits(bnd, e.dtype) else None
     else:  # g*t + k < d  <=>  t < ceil((d-k)/g)
         bnd = -((-num) // g)
-        out = _new_uop(UOp, _CMPLT, x.dtype, (t, e.const_like(bnd))) if _fits(bnd, e.dtype) else None
+        out = new_uop(UOp, _CMPLT, x.dtype, (t, e.const_like(bnd))) if _fits(bnd, e.dtype) else None
     if out is None or out is x:
         return None
     return out if _not_larger(out, x) else None
@@ -977,4 +1006,4 @@ def simplify(u: UOp) -> UOp:
     return _simplify(u)
 
 
-_simplify = _remembering_rewrite(symbolic, bottom_up=True)
+_simplify = remembering_rewrite(symbolic, bottom_up=True)
