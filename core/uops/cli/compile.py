@@ -12,12 +12,13 @@ from pathlib import Path
 
 from uops.codegen.program import ProgramSpec, format_stages, lower_to_program, program_spec
 from uops.dtypes import dtype_from_name
+from uops.errors import UopsError
 from uops.frontend.tensor import Tensor
 from uops.plugins import Device
 from uops.renderer import Target
 
 
-class CompileCommandError(ValueError):
+class CompileCommandError(UopsError, ValueError):
     """Bad input to `uops compile` (the message is shown as one sentence)."""
 
 

@@ -11,10 +11,12 @@ import os
 import sys
 from collections.abc import Sequence
 
+from uops.errors import UopsError
+
 __all__ = ["NotRunnable", "pytest_args", "run"]
 
 
-class NotRunnable(Exception):
+class NotRunnable(UopsError):
     """The kit cannot run: the device is not installed or not usable here, or pytest is missing."""
 
 

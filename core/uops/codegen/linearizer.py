@@ -13,11 +13,12 @@ from __future__ import annotations
 import heapq
 
 from uops.codegen.lowerer import open_ranges
+from uops.errors import UopsError
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
 
-class LinearizeError(RuntimeError):
+class LinearizeError(UopsError, RuntimeError):
     """The lowered graph has no valid order (a bug in a lowering pass)."""
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from uops.codegen.opt import Opt, apply_opts, identity
 from uops.dtypes import AddrSpace, dtypes
+from uops.errors import UopsError
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.ir.spec import verify, verify_own
@@ -29,7 +30,7 @@ from uops.ir.uop import UOp
 from uops.renderer import Renderer
 
 
-class LoweringError(ValueError):
+class LoweringError(UopsError, ValueError):
     """A kernel the target cannot run as written (unsupported dtype, grid too large...)."""
 
 

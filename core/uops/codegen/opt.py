@@ -43,6 +43,7 @@ from enum import Enum, auto
 from typing import Any
 
 from uops.dtypes import AddrSpace, dtypes
+from uops.errors import UopsError
 from uops.ir.ops import AxisType, Ops
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
@@ -61,7 +62,7 @@ class OptOps(Enum):
     PACK = auto()  # input ``axis`` (by slot order) read inside the reductions through a kernel-local copy
 
 
-class OptError(ValueError):
+class OptError(UopsError, ValueError):
     """An opt that does not fit this kernel or target; the message says why (search skips it)."""
 
 

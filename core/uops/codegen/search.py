@@ -32,6 +32,7 @@ from uops.codegen.opt import Opt, OptError, OptOps, apply_opts
 from uops.codegen.program import ProgramSpec, get_program, kernel_name
 from uops.compiler import Compiler, cache_dir, usable_cores
 from uops.dtypes import PtrDType, dtypes, to_numpy
+from uops.errors import UopsError
 from uops.ir.ops import Ops
 from uops.ir.serialize import uops_from_data, uops_to_data
 from uops.ir.uop import UOp
@@ -51,7 +52,7 @@ CONFIRM_ROUNDS = 3
 PRUNE = 3.0
 
 
-class SearchError(RuntimeError):
+class SearchError(UopsError, RuntimeError):
     """The search could not run the kernel at all (no baseline to compare candidates against)."""
 
 

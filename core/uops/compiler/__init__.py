@@ -23,6 +23,7 @@ from uops.compiler.cache import (
     warn_cache,
     write_entry,
 )
+from uops.errors import UopsError
 
 __all__ = [
     "CompileError",
@@ -46,7 +47,7 @@ _MAX_SOURCE_LINES = 120  # beyond this, CompileError shows only the lines around
 _CONTEXT = 4  # lines shown either side of a line the compiler's message names
 
 
-class CompileError(RuntimeError):
+class CompileError(UopsError, RuntimeError):
     """A compiler rejected a source: carries the compiler's message and the source itself.
 
     ``str()`` shows both, the source with line numbers so the compiler's ``file:line:col``
@@ -96,7 +97,7 @@ class CompileError(RuntimeError):
         return f"{who} failed:\n{msg}\n--- source ({n} lines) ---\n{self.numbered_source()}"
 
 
-class CompilerUnavailableError(RuntimeError):
+class CompilerUnavailableError(UopsError, RuntimeError):
     """The toolchain itself is missing or broken (not a problem with the source): says how to fix it."""
 
 

@@ -12,11 +12,12 @@ import os
 from collections.abc import Callable
 
 from uops.dtypes import AddrSpace, PtrDType, dtypes
+from uops.errors import UopsError
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.uop import UOp
 
 
-class SpecError(ValueError):
+class SpecError(UopsError, ValueError):
     """A graph that breaks a stage's rules. The message prints the node and its sources."""
 
 

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, NamedTuple
 
 from uops.dtypes import DType
+from uops.errors import UopsError
 from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher
 from uops.ir.uop import UOp
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["DTypeNotSupportedError", "Renderer", "Target"]
 
 
-class DTypeNotSupportedError(TypeError):
+class DTypeNotSupportedError(UopsError, TypeError):
     """A device cannot hold or compute a dtype: raised before any kernel is built, and by renderers."""
 
 

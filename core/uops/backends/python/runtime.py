@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from uops.dtypes import DType, PtrDType, bf16_to_f32, dtypes, f32_to_bf16, to_numpy
+from uops.errors import UopsError
 from uops.ir.alu import ALU, eval_array
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.serialize import uops_from_data
@@ -24,7 +25,7 @@ from uops.runtime import Allocator, HostAllocator, Program, ProgramLoadError, Ru
 _PLUGIN = __name__.rpartition(".")[0]  # uops.backends.python, as ProgramLoadError names a plugin
 
 
-class InterpreterError(RuntimeError):
+class InterpreterError(UopsError, RuntimeError):
     """The program did something undefined (out-of-bounds access, unknown op)."""
 
 

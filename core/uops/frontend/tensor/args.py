@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from uops.dtypes import DType, dtype_from_name, dtypes, from_numpy, to_numpy, truncate
+from uops.errors import UopsError
 from uops.plugins import Device, canonical_device
 
 Scalar = bool | int | float
 
 
-class AxisError(ValueError, IndexError):
+class AxisError(UopsError, ValueError, IndexError):
     """An axis argument out of range (a ValueError and an IndexError, like numpy's AxisError)."""
 
 
