@@ -347,7 +347,3 @@ def least_upper_dtype(*ds: DType) -> DType:
     if width > 8:
         return dtypes.float64  # numpy promotes int64+uint64 to float64
     return {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[width]
-
-
-def as_const(value: object, dt: DType) -> bool | int | float:
-    return truncate(value, dt)

@@ -82,4 +82,4 @@ def linearize(sink: UOp) -> list[UOp]:
 
 def _is_stmt(u: UOp) -> bool:
     """Statements with effects must run exactly where their loops say, never repeated inside others."""
-    return u.op in (Ops.STORE, Ops.BARRIER, Ops.IF, Ops.ENDIF)
+    return u.op in (Ops.STORE, Ops.BARRIER)

@@ -219,18 +219,18 @@ def _eval_int(u: UOp, vals: dict[str, int]) -> int:
 
 
 def _address_math(uops: list[UOp]) -> set[UOp]:
-    """The ALU nodes that only compute addresses, loop bounds or gates (what INDEX, RANGE and IF read)."""
+    """The ALU nodes that only compute addresses, loop bounds or gates (what INDEX and RANGE read)."""
     users: dict[UOp, list[UOp]] = {}
     for u in uops:
         for s in u.src:
             users.setdefault(s, []).append(u)
     found: set[UOp] = set()
-    todo = [s for u in uops if u.op in (Ops.INDEX, Ops.RANGE, Ops.IF) for s in u.src[1 if u.op is Ops.INDEX else 0 :]]
+    todo = [s for u in uops if u.op in (Ops.INDEX, Ops.RANGE) for s in u.src[1 if u.op is Ops.INDEX else 0 :]]
     while todo:
         x = todo.pop()
         if x in found or x.op not in GroupOp.ALU:
             continue
-        if all(v in found or v.op in (Ops.INDEX, Ops.RANGE, Ops.IF) for v in users.get(x, ())):
+        if all(v in found or v.op in (Ops.INDEX, Ops.RANGE) for v in users.get(x, ())):
             found.add(x)
             todo.extend(x.src)
     return found

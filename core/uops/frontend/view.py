@@ -212,10 +212,6 @@ def _lin(terms: list[tuple[UOp, int]], offset: int) -> UOp:
     return out if offset == 0 else out + _c(offset)
 
 
-def _const_of(u: UOp) -> int | None:
-    return u.arg if u.op is Ops.CONST else None
-
-
 def unravel(terms: list[tuple[UOp, int, int, int]], offset: int, shape: Shape) -> list[UOp]:
     """Per-dim indices into ``shape`` of the linear index ``offset + sum(idx * coeff)``.
 

@@ -22,8 +22,6 @@ class Ops(IntEnum):
     RANGE = auto()  # src: (end,); arg: (axis id, AxisType); counts 0..end-1
     END = auto()  # src: (value_or_store, *ranges) closes ranges after value
     REDUCE = auto()  # src: (value, *ranges); arg: the reduce Op (ADD, MAX, MUL)
-    IF = auto()  # src: (cond,)
-    ENDIF = auto()  # src: (if,)
     BARRIER = auto()
     SINK = auto()
     AFTER = auto()  # src: (value, *deps): value, ordered after deps (accumulators, loop-carried state)
@@ -117,11 +115,7 @@ class GroupOp:
     Ternary = frozenset({Ops.WHERE, Ops.MULACC})
     ALU = Unary | Binary | Ternary
     Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
-    Associative = frozenset({Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX, Ops.XOR})
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
-    Defines = frozenset({Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL, Ops.DEFINE_REG})
-    Compiler = frozenset({Ops.PROGRAM, Ops.LINEAR, Ops.SOURCE, Ops.BINARY})
-    Movement = frozenset({Ops.VIEW})
 
 
 # The members most passes test, as module constants (``from uops.ir.ops import ADD``) for hot paths: reading

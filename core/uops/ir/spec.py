@@ -177,8 +177,6 @@ LOWERED_SPEC: dict[Ops, Check] = {
     Ops.SPECIAL: _arity(1),
     Ops.AFTER: _arity(1, -1),
     Ops.BARRIER: _arity(0, -1),
-    Ops.IF: _arity(1, -1),
-    Ops.ENDIF: _arity(1),
 }
 LINEAR_SPEC: dict[Ops, Check] = {k: v for k, v in LOWERED_SPEC.items() if k is not Ops.SINK}
 

@@ -52,9 +52,6 @@ from uops.ir.ops import (
     FDIV as _FDIV,
 )
 from uops.ir.ops import (
-    GEP as _GEP,
-)
-from uops.ir.ops import (
     IDIV as _IDIV,
 )
 from uops.ir.ops import (
@@ -265,12 +262,6 @@ class UOp(_UOpFields):
         return _new_uop(UOp, _CONST, dtype, (), truncate(value, dtype))
 
     @staticmethod
-    def vconst(dtype: DType, values: tuple[ConstType, ...]) -> UOp:
-        if len(values) != dtype.count:
-            raise ValueError(f"VCONST of {dtype} needs {dtype.count} values, got {len(values)}")
-        return _new_uop(UOp, _VCONST, dtype, (), tuple(truncate(v, dtype.scalar()) for v in values))
-
-    @staticmethod
     def variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.int32) -> UOp:
         if min_val > max_val:
             raise ValueError(f"variable {name!r}: min {min_val} > max {max_val}")
@@ -430,9 +421,6 @@ class UOp(_UOpFields):
     def end(self, *ranges: UOp) -> UOp:
         return _new_uop(UOp, _END, dtypes.void, (self, *ranges))
 
-    def gep(self, *lanes: int) -> UOp:
-        return _new_uop(UOp, _GEP, self.dtype.scalar().vec(len(lanes)), (self,), lanes)
-
     # ----- graph walking -----
     def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
         """Every node reachable from self, each after its sources. Iterative: deep graphs are fine."""
@@ -551,9 +539,6 @@ class UOp(_UOpFields):
             stack.pop()
             node._range()  # its sources are known: no walk
         return ref.vrange  # type: ignore[return-value]
-
-    def const_value(self) -> ConstType | None:
-        return self.arg if self.op is _CONST else None
 
     # ----- printing -----
     def __repr__(self) -> str:

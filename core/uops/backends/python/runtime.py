@@ -133,7 +133,6 @@ class PythonProgram(Program):
         var_vals = dict(zip(var_names, vals))
         v: dict[UOp, Any] = {}
         counters: dict[int, int] = {}
-        masks: list[np.ndarray] = []
         uops = self.uops
         pc = 0
         while pc < len(uops):
@@ -205,8 +204,6 @@ class PythonProgram(Program):
                 count = src[1].dtype.count  # a vector store writes count consecutive elements from the index on
                 val = np.broadcast_to(v[src[1]], (n,) if count == 1 else (n, count))
                 sel = np.ones(n, dtype=bool) if p.gate is None else p.gate.copy()
-                for m in masks:
-                    sel &= m
                 idx = p.idx[sel] if count == 1 else p.idx[sel][:, None] + np.arange(count, dtype=np.int64)
                 self._check_bounds(p, idx, u)
                 if p.rows is not None:
@@ -215,10 +212,6 @@ class PythonProgram(Program):
                     store_dt = src[1].dtype
                     out = f32_to_bf16(val[sel]) if store_dt.scalar() == dtypes.bfloat16 else val[sel]
                     p.arr[idx] = out
-            elif op is Ops.IF:
-                masks.append(np.broadcast_to(v[src[0]], (n,)).astype(bool))
-            elif op is Ops.ENDIF:
-                masks.pop()
             elif op is Ops.BARRIER:
                 pass  # all threads run in lockstep: every earlier uop has finished for every thread
             elif op is Ops.CAST:
