@@ -178,3 +178,18 @@ def test_compile_expression_lowers_each_kernel_once(monkeypatch):
     results = compile_expression("(a+b).sum(axis=1)", Device["PYTHON"].target(), {}, (4, 4))
     assert len(results) == len(seen) == 1
     assert "===== PASSES" in results[0][1] and " vectorize " in results[0][1]
+
+
+def test_saved_spec_keeps_enum_args():
+    """A REDUCE's op (an IntEnum) is saved by name: loaded back it is the op itself, not a number."""
+    from uops.codegen.program import ProgramSpec
+    from uops.ir.serialize import uops_from_data, uops_to_data
+
+    d = Device["PYTHON"]
+    i, k = UOp.range(4, 0, AxisType.GLOBAL), UOp.range(8, 1, AxisType.REDUCE)
+    ast = UOp.sink(glob(0).index(i).store(glob(1).index(i * 8 + k).load().reduce(k, op=Ops.MAX)))
+    data = uops_to_data([ast])
+    assert {"op": "MAX"} in [arg for *_, arg in data["nodes"]]  # by name (a number would load as an int)
+    assert uops_from_data(data)[0] is ast
+    back = ProgramSpec.from_json(get_program(ast, d.renderer, d.compiler).to_json())
+    assert back.ast is ast and back.ast.src[0].src[1].arg is Ops.MAX

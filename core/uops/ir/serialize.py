@@ -32,14 +32,15 @@ def dtype_from_data(d: list[Any]) -> DType:
 def arg_to_data(a: Any) -> Any:
     if a is None or isinstance(a, (bool, str)):
         return a
-    if isinstance(a, int):
-        return a
-    if isinstance(a, float):
-        return a if math.isfinite(a) else {"float": repr(a)}
+    # the enums first: they are ints too, and a bare number would load back as an int (and change with the enum)
     if isinstance(a, Ops):
         return {"op": a.name}
     if isinstance(a, AxisType):
         return {"axis": a.name}
+    if isinstance(a, int):
+        return a
+    if isinstance(a, float):
+        return a if math.isfinite(a) else {"float": repr(a)}
     if isinstance(a, tuple):
         return {"tuple": [arg_to_data(x) for x in a]}
     raise TypeError(f"cannot serialise UOp arg of type {type(a).__name__}: {a!r}")
