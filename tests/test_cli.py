@@ -110,3 +110,16 @@ def test_bench_finds_the_suites_from_a_checkout() -> None:
     r = uops("bench", "startup", "--quick", cwd=REPO, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "== bench/startup.py" in r.stdout
+
+
+def test_bench_finds_the_checkouts_suites_from_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from uops.cli import BenchSuitesNotFoundError, bench_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("UOPS_BENCH_DIR", raising=False)
+    assert bench_dir() == REPO / "bench"
+    monkeypatch.setenv("UOPS_BENCH_DIR", str(tmp_path))
+    with pytest.raises(BenchSuitesNotFoundError, match="UOPS_BENCH_DIR"):
+        bench_dir()
+    r = uops("bench", "rewrite", cwd=tmp_path)  # the environment above: UOPS_BENCH_DIR without suites
+    assert r.returncode != 0 and "no bench suites" in r.stderr and "Traceback" not in r.stderr

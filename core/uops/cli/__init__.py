@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import uops
+from uops.errors import UopsError
 
 EXIT_OK, EXIT_ERROR, EXIT_UNAVAILABLE = 0, 1, 2
 
@@ -94,16 +95,26 @@ def cmd_compile(args: argparse.Namespace) -> int:
 BENCH_SUITES = ("ops", "rewrite", "startup")
 
 
-def _bench_dir() -> Path:
+class BenchSuitesNotFoundError(UopsError, FileNotFoundError):
+    """The bench/ suites are not where `uops bench` looks (they ship with the source, not the wheel)."""
+
+
+def bench_dir() -> Path:
+    """The bench/ suites: ``UOPS_BENCH_DIR`` when set, else ./bench, else the checkout this package runs from."""
     import os
 
-    candidates = [os.environ.get("UOPS_BENCH_DIR", ""), "bench", str(Path(__file__).resolve().parent.parent / "bench")]
-    for c in candidates:
-        if c and (Path(c) / "ops.py").is_file():
-            return Path(c)
-    raise FileNotFoundError(
-        "the bench/ suites ship with the source checkout, not the wheel; run `uops bench` from a clone of uops "
-        "or set UOPS_BENCH_DIR to its bench/ folder"
+    if env := os.environ.get("UOPS_BENCH_DIR"):
+        if (Path(env) / "ops.py").is_file():
+            return Path(env)
+        raise BenchSuitesNotFoundError(f"UOPS_BENCH_DIR={env} has no bench suites (no ops.py there)")
+    # a checkout: <repo>/core/uops/cli/__init__.py -> <repo>/bench (an editable install runs from there)
+    for c in (Path("bench"), Path(__file__).resolve().parents[3] / "bench"):
+        if (c / "ops.py").is_file():
+            return c
+    raise BenchSuitesNotFoundError(
+        "the bench suites are the bench/ folder of the uops source, which the wheel does not ship: get the source "
+        "(a clone of the uops repository or its sdist) and run `uops bench` there, or set UOPS_BENCH_DIR to that "
+        "bench/ folder"
     )
 
 
@@ -111,11 +122,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Run the bench/ suites (each prints its own ratio table) in this interpreter."""
     import subprocess
 
-    bench = _bench_dir()
     suites = args.suites or ["ops", "rewrite"]
     unknown = [s for s in suites if s not in BENCH_SUITES]
     if unknown:
         raise ValueError(f"unknown bench suite(s) {unknown}; choose from {list(BENCH_SUITES)}")
+    bench = bench_dir()
     status = EXIT_OK
     for suite in suites:
         extra: list[str] = []
