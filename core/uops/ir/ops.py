@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum, IntEnum, auto
+from typing import Final
 
 
 class Ops(IntEnum):
@@ -118,12 +119,22 @@ class GroupOp:
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 
 
-# The members most passes test, as module constants (``from uops.ir.ops import ADD``) for hot paths: reading
-# ``Ops.X`` at run time goes through EnumType's __getattr__ hook (Python 3.11), which costs more than building the
-# node it names.
-ADD, SUB, MUL, MAX, IDIV, MOD = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
-FDIV, NEG, CMPLT, CMPNE, CMPEQ, AND = Ops.FDIV, Ops.NEG, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND
-OR, XOR, SHL, SHR, WHERE, CAST = Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.WHERE, Ops.CAST
-BITCAST, EXP2, LOG2, SIN, SQRT, RECIPROCAL = Ops.BITCAST, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL
-TRUNC, CONST, VCONST, DEFINE_VAR, RANGE, SINK = Ops.TRUNC, Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SINK
-INDEX, LOAD, STORE, REDUCE, END, GEP = Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.END, Ops.GEP
+# The members symbolic's rules test, as module constants (``from uops.ir.ops import ADD``) for hot paths: reading
+# ``Ops.X`` at run time goes through EnumType's __getattr__ hook (Python 3.11), which costs more than the test.
+ADD: Final = Ops.ADD
+AND: Final = Ops.AND
+BITCAST: Final = Ops.BITCAST
+CAST: Final = Ops.CAST
+CMPEQ: Final = Ops.CMPEQ
+CMPLT: Final = Ops.CMPLT
+CMPNE: Final = Ops.CMPNE
+CONST: Final = Ops.CONST
+IDIV: Final = Ops.IDIV
+MAX: Final = Ops.MAX
+MOD: Final = Ops.MOD
+MUL: Final = Ops.MUL
+NEG: Final = Ops.NEG
+OR: Final = Ops.OR
+SUB: Final = Ops.SUB
+WHERE: Final = Ops.WHERE
+XOR: Final = Ops.XOR

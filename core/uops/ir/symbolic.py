@@ -23,57 +23,26 @@ from math import gcd
 from uops.dtypes import SCALARS, DType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import (
-    ADD as _ADD,
+    ADD,
+    AND,
+    BITCAST,
+    CAST,
+    CMPEQ,
+    CMPLT,
+    CMPNE,
+    CONST,
+    IDIV,
+    MAX,
+    MOD,
+    MUL,
+    NEG,
+    OR,
+    SUB,
+    WHERE,
+    XOR,
+    GroupOp,
+    Ops,
 )
-from uops.ir.ops import (
-    AND as _AND,
-)
-from uops.ir.ops import (
-    BITCAST as _BITCAST,
-)
-from uops.ir.ops import (
-    CAST as _CAST,
-)
-from uops.ir.ops import (
-    CMPEQ as _CMPEQ,
-)
-from uops.ir.ops import (
-    CMPLT as _CMPLT,
-)
-from uops.ir.ops import (
-    CMPNE as _CMPNE,
-)
-from uops.ir.ops import (
-    CONST as _CONST,
-)
-from uops.ir.ops import (
-    IDIV as _IDIV,
-)
-from uops.ir.ops import (
-    MAX as _MAX,
-)
-from uops.ir.ops import (
-    MOD as _MOD,
-)
-from uops.ir.ops import (
-    MUL as _MUL,
-)
-from uops.ir.ops import (
-    NEG as _NEG,
-)
-from uops.ir.ops import (
-    OR as _OR,
-)
-from uops.ir.ops import (
-    SUB as _SUB,
-)
-from uops.ir.ops import (
-    WHERE as _WHERE,
-)
-from uops.ir.ops import (
-    XOR as _XOR,
-)
-from uops.ir.ops import GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, remembering_rewrite
 from uops.ir.uop import ConstType, UOp, new_uop
 
@@ -93,7 +62,7 @@ def _fold_value(op: Ops, dt: DType, src: tuple[UOp, ...]) -> ConstType | None:
     """The constant ``op`` folds to, or None: never a NaN (its sign and payload are the hardware's), never
     a float MULACC (fused or not is the backend's choice), nothing the table leaves undefined."""
     vals = tuple(s.arg for s in src)
-    if op is not _WHERE and any(v.__class__ is float and v != v for v in vals):
+    if op is not WHERE and any(v.__class__ is float and v != v for v in vals):
         return None
     operand = src[-1].dtype
     if op is _MULACC and operand.kind == "f":
@@ -180,7 +149,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
     n, c = u, 1
     if sub is not None:  # the root the node would be, counted as the loop below counts it
         skel = 1
-        if sub.op is _CONST:
+        if sub.op is CONST:
             k = -sub.arg if neg else sub.arg
             nconst = 1
             skel = 2
@@ -188,22 +157,22 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
             stack.append((sub, -1 if neg else 1))
     while True:
         op = n.op
-        if op in _LINEAR and (op is not _MUL or n.src[1].op is _CONST):  # one set test for a leaf
+        if op in _LINEAR and (op is not MUL or n.src[1].op is CONST):  # one set test for a leaf
             skel += 1
             if ok:
                 lo, hi = n._ref.vrange or n._range()
                 if lo == dmin and hi == dmax:
                     ok = False
             src = n.src
-            if op is _ADD or op is _SUB:
+            if op is ADD or op is SUB:
                 t = src[1]
-                if t.op is _CONST:  # a constant adds to k in any order: no need to stack it
-                    k += t.arg * c if op is _ADD else -t.arg * c
+                if t.op is CONST:  # a constant adds to k in any order: no need to stack it
+                    k += t.arg * c if op is ADD else -t.arg * c
                     nconst += 1
                     skel += 1
                 else:
-                    stack.append((t, c if op is _ADD else -c))
-            elif op is _NEG:
+                    stack.append((t, c if op is ADD else -c))
+            elif op is NEG:
                 c = -c
             else:
                 skel += 1
@@ -212,7 +181,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
                 c = c * src[1].arg
             n = src[0]
             continue
-        if op is _CONST:
+        if op is CONST:
             k += c * n.arg
             nconst += 1
             skel += 1
@@ -222,7 +191,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
             rep = True
         else:
             terms[n] = c
-            if op is _MOD:
+            if op is MOD:
                 mods = True
         if not stack:
             break
@@ -237,7 +206,7 @@ def _flatten(u: UOp, exact: bool = True, limit: int = 48, sub: UOp | None = None
 def _leaf(u: UOp) -> bool:
     """Not part of a linear skeleton: flattening stops here."""
     op = u.op
-    return op not in _SKELETON or (op is _MUL and u.src[1].op is not _CONST)
+    return op not in _SKELETON or (op is MUL and u.src[1].op is not CONST)
 
 
 _SKELETON = _LINEAR | {Ops.CONST}
@@ -316,9 +285,9 @@ def _build(
                     lo, hi = bounds
                 r = (lo, hi)
             acc = (
-                new_uop(UOp, _NEG, bd, (b,), None, r)
+                new_uop(UOp, NEG, bd, (b,), None, r)
                 if c == -1
-                else new_uop(UOp, _MUL, bd, (b, UOp.const(bd, c)), None, r)
+                else new_uop(UOp, MUL, bd, (b, UOp.const(bd, c)), None, r)
             )
             continue
         m = c if c > 0 else -c
@@ -329,8 +298,8 @@ def _build(
             t = None  # not met: made below
         if bounds is None:
             if t is None:
-                t = new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)))
-            acc = new_uop(UOp, _ADD if c > 0 else _SUB, acc.dtype, (acc, t))
+                t = new_uop(UOp, MUL, bd, (b, UOp.const(bd, m)))
+            acc = new_uop(UOp, ADD if c > 0 else SUB, acc.dtype, (acc, t))
             continue
         if t is not None:
             t0, t1 = t._ref.vrange or t._range()
@@ -339,11 +308,11 @@ def _build(
             t0, t1 = t0 * m, t1 * m
             if not bounds[0] <= t0 <= t1 <= bounds[1]:
                 t0, t1 = bounds
-            t = new_uop(UOp, _MUL, bd, (b, UOp.const(bd, m)), None, (t0, t1))
+            t = new_uop(UOp, MUL, bd, (b, UOp.const(bd, m)), None, (t0, t1))
         lo, hi = (lo + t0, hi + t1) if c > 0 else (lo - t1, hi - t0)
         if not bounds[0] <= lo <= hi <= bounds[1]:
             lo, hi = bounds
-        acc = new_uop(UOp, _ADD if c > 0 else _SUB, dt, (acc, t), None, (lo, hi))
+        acc = new_uop(UOp, ADD if c > 0 else SUB, dt, (acc, t), None, (lo, hi))
     if acc is None:
         if shape is not None:
             shape += (1, 0)
@@ -353,10 +322,10 @@ def _build(
         if k:
             lo, hi = lo + k, hi + k
             r = (lo, hi) if bounds[0] <= lo <= hi <= bounds[1] else bounds
-            acc = new_uop(UOp, _ADD, dt, (acc, UOp.const(dt, k)), None, r)
+            acc = new_uop(UOp, ADD, dt, (acc, UOp.const(dt, k)), None, r)
             skel += 2
     elif k and truncate(k, dt):
-        acc = new_uop(UOp, _ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
+        acc = new_uop(UOp, ADD, acc.dtype, (acc, UOp.const(acc.dtype, k)))
         skel += 2
     if shape is not None:
         shape += (skel, settled)  # a bool is an int
@@ -397,15 +366,15 @@ def _fold_parts(op: Ops, dt: DType, src: tuple[UOp, ...]) -> UOp | None:
         a, b = src[0].arg, src[1].arg
         if a.__class__ is int and b.__class__ is int:
             if op in _CMP3 and src[0].dtype.kind in "iu":
-                return UOp.const(dt, a < b if op is _CMPLT else a != b if op is _CMPNE else a == b)
+                return UOp.const(dt, a < b if op is CMPLT else a != b if op is CMPNE else a == b)
             if dt._ibounds is not None:
                 if op in _RING:
                     return UOp.const(
-                        dt, a + b if op is _ADD else a - b if op is _SUB else a * b if op is _MUL else max(a, b)
+                        dt, a + b if op is ADD else a - b if op is SUB else a * b if op is MUL else max(a, b)
                     )
-                if op is _IDIV or op is _MOD:
+                if op is IDIV or op is MOD:
                     q = idiv(a, b)  # wraps in UOp.const: INT_MIN IDIV -1 == INT_MIN
-                    return UOp.const(dt, q if op is _IDIV else a - q * b if b else 0)
+                    return UOp.const(dt, q if op is IDIV else a - q * b if b else 0)
     v = _fold_value(op, dt, src)
     return None if v is None else UOp.const(dt, v)
 
@@ -420,19 +389,19 @@ def _fold_cast(x: UOp, c: UOp) -> UOp | None:
 
 def _fold_cast_parts(op: Ops, dt: DType, c: UOp) -> UOp | None:
     v = c.arg
-    if op is _CAST and (v.__class__ is int or v.__class__ is bool):
+    if op is CAST and (v.__class__ is int or v.__class__ is bool):
         # an int or bool to a scalar integer dtype that holds it: the value itself (what truncate gives)
         if (b := dt._ibounds) is not None and b[0] <= (v := v + 0) <= b[1]:
             return UOp.const(dt, v)
     if dt.count != 1:
         return None
-    v = _cast_const(c.arg, c.dtype, dt) if op is _CAST else _bitcast_const(c.arg, c.dtype, dt)
+    v = _cast_const(c.arg, c.dtype, dt) if op is CAST else _bitcast_const(c.arg, c.dtype, dt)
     return None if v is None else UOp.const(dt, v)
 
 
 def _const_right(x: UOp) -> UOp | None:
     a, b = x.src
-    if a.op is _CONST and b.op is not _CONST:
+    if a.op is CONST and b.op is not CONST:
         return new_uop(UOp, x.op, x.dtype, (b, a), x.arg)
     return None
 
@@ -444,20 +413,20 @@ def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object, collect: 
     rebuilt, so the node it replaces is never made either, and a sum it keeps is final at once."""
     if len(src) == 2:
         a, b = src
-        if a.op is _CONST:
-            if b.op is not _CONST:
+        if a.op is CONST:
+            if b.op is not CONST:
                 if op in _COMMUTATIVE:
                     src = (b, a)
             elif op in _ALU and (r := _fold_parts(op, dt, src)) is not None:
                 return r
-        elif collect and (op is _ADD or op is _SUB) and arg is None and a.dtype is dt and b.dtype is dt:
+        elif collect and (op is ADD or op is SUB) and arg is None and a.dtype is dt and b.dtype is dt:
             ao, bo = a.op, b.op
             # the rules before _collect: x + 0, x - c, x - x, NEG sources (a is no constant here)
             if (
-                ao is not _NEG
-                and bo is not _NEG
-                and (bo is not _CONST or (op is _ADD and b.arg != 0))
-                and (op is _ADD or a is not b)
+                ao is not NEG
+                and bo is not NEG
+                and (bo is not CONST or (op is ADD and b.arg != 0))
+                and (op is ADD or a is not b)
                 and dt._ibounds is not None
             ):
                 r = _collect_sum(op, dt, a, b, None)
@@ -465,14 +434,14 @@ def _build_node(op: Ops, dt: DType, src: tuple[UOp, ...], arg: object, collect: 
                     if (memo := r._ref.memo) is None or memo[0] is not _FINAL[0]:
                         r._ref.memo = _FINAL
                     return r
-                if r.op is _CONST or ((memo := r._ref.memo) is not None and memo[0] is _FINAL[0]):
+                if r.op is CONST or ((memo := r._ref.memo) is not None and memo[0] is _FINAL[0]):
                     return r  # final, or known to the walk
                 # a result the walk must still take apart (its new sources are not final): the plain node,
                 # for the rules to rewrite as they would have
-    elif len(src) == 1 and (op is _CAST or op is _BITCAST) and src[0].op is _CONST:
+    elif len(src) == 1 and (op is CAST or op is BITCAST) and src[0].op is CONST:
         if (r := _fold_cast_parts(op, dt, src[0])) is not None:
             return r
-    elif src and op in _ALU and all(s.op is _CONST for s in src) and (r := _fold_parts(op, dt, src)) is not None:
+    elif src and op in _ALU and all(s.op is CONST for s in src) and (r := _fold_parts(op, dt, src)) is not None:
         return r
     return new_uop(UOp, op, dt, src, arg)
 
@@ -511,7 +480,7 @@ def _mul_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if v == 1:
         return a
     if v == -1 or (x.dtype.kind == "u" and v == dtypes.max(x.dtype)):
-        return new_uop(UOp, _NEG, x.dtype, (a,))
+        return new_uop(UOp, NEG, x.dtype, (a,))
     if v == 0 and x.dtype.kind != "f":
         return c
     return None
@@ -526,7 +495,7 @@ def _idiv_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if v == 0:
         return c  # x IDIV 0 == 0
     if v == -1 and x.dtype.kind == "i":
-        return new_uop(UOp, _NEG, x.dtype, (a,))  # wraps like INT_MIN IDIV -1
+        return new_uop(UOp, NEG, x.dtype, (a,))  # wraps like INT_MIN IDIV -1
     return None
 
 
@@ -542,11 +511,11 @@ def _bitwise_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
         return None
     ones = True if dt.kind == "b" else truncate(-1, dt)
     op = x.op
-    if op is _AND:
+    if op is AND:
         return a if v == ones else c if v == 0 else None
-    if op is _OR:
+    if op is OR:
         return a if v == 0 else c if v == ones else None
-    if op is _XOR:
+    if op is XOR:
         return a if v == 0 else None
     return a if v == 0 else None  # SHL/SHR by 0
 
@@ -554,33 +523,33 @@ def _bitwise_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
 def _same_src(x: UOp, a: UOp) -> UOp | None:
     """Binary ops of a node with itself."""
     op = x.op
-    if op is _MAX or op is _AND or op is _OR:
+    if op is MAX or op is AND or op is OR:
         return a
     if x.src[0].dtype.kind == "f":
         return None  # NaN != NaN
-    if op is _SUB or op is _XOR:
+    if op is SUB or op is XOR:
         return x.const_like(0)
-    if op is _CMPNE or op is _CMPLT:
+    if op is CMPNE or op is CMPLT:
         return x.const_like(False)
-    if op is _CMPEQ:
+    if op is CMPEQ:
         return x.const_like(True)
-    if (op is _IDIV or op is _MOD) and (a.vmin > 0 or a.vmax < 0):
-        return x.const_like(1 if op is _IDIV else 0)
+    if (op is IDIV or op is MOD) and (a.vmin > 0 or a.vmax < 0):
+        return x.const_like(1 if op is IDIV else 0)
     return None
 
 
 def _where(c: UOp, a: UOp, b: UOp) -> UOp | None:
     if a is b:
         return a
-    if c.op is _CONST:
+    if c.op is CONST:
         return a if c.arg else b
-    if c.op is _CMPNE and c.src[1].op is _CONST and c.src[1].arg is True and c.src[0].dtype.kind == "b":
-        return new_uop(UOp, _WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
-    if a.op is _CONST and b.op is _CONST and a.dtype.kind == "b" and c.dtype.count == 1:
+    if c.op is CMPNE and c.src[1].op is CONST and c.src[1].arg is True and c.src[0].dtype.kind == "b":
+        return new_uop(UOp, WHERE, a.dtype, (c.src[0], b, a))  # where(not c, a, b) -> where(c, b, a)
+    if a.op is CONST and b.op is CONST and a.dtype.kind == "b" and c.dtype.count == 1:
         if a.arg is True and b.arg is False:
             return c
         if a.arg is False and b.arg is True:
-            return new_uop(UOp, _CMPNE, c.dtype, (c, c.const_like(True)))
+            return new_uop(UOp, CMPNE, c.dtype, (c, c.const_like(True)))
     return None
 
 
@@ -589,19 +558,19 @@ def _bool_cmp_const(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if a.dtype.kind != "b" or x.dtype.count != 1:
         return None
     v = bool(c.arg)
-    if (x.op is _CMPNE) != v:  # b != False, b == True
+    if (x.op is CMPNE) != v:  # b != False, b == True
         return a
-    if x.op is _CMPEQ:  # b == False -> not b
-        return new_uop(UOp, _CMPNE, x.dtype, (a, a.const_like(True)))
+    if x.op is CMPEQ:  # b == False -> not b
+        return new_uop(UOp, CMPNE, x.dtype, (a, a.const_like(True)))
     # not b: fold double negation and negated integer comparisons
-    if a.op is _CMPNE and a.src[1].op is _CONST and a.src[1].arg is True and a.src[0].dtype.kind == "b":
+    if a.op is CMPNE and a.src[1].op is CONST and a.src[1].arg is True and a.src[0].dtype.kind == "b":
         return a.src[0]
-    if a.op is _CMPLT and _is_int(a.src[0]):
+    if a.op is CMPLT and _is_int(a.src[0]):
         l, r = a.src
-        if r.op is _CONST and r.arg > dtypes.min(r.dtype):  # not (l < d) -> d-1 < l
-            return new_uop(UOp, _CMPLT, x.dtype, (r.const_like(r.arg - 1), l))
-        if l.op is _CONST and l.arg < dtypes.max(l.dtype):  # not (d < r) -> r < d+1
-            return new_uop(UOp, _CMPLT, x.dtype, (r, l.const_like(l.arg + 1)))
+        if r.op is CONST and r.arg > dtypes.min(r.dtype):  # not (l < d) -> d-1 < l
+            return new_uop(UOp, CMPLT, x.dtype, (r.const_like(r.arg - 1), l))
+        if l.op is CONST and l.arg < dtypes.max(l.dtype):  # not (d < r) -> r < d+1
+            return new_uop(UOp, CMPLT, x.dtype, (r, l.const_like(l.arg + 1)))
     return None
 
 
@@ -626,7 +595,7 @@ def _mul_neg(x: UOp, y: UOp, c: UOp) -> UOp | None:
 
 
 def _add_neg(x: UOp, y: UOp) -> UOp:
-    return new_uop(UOp, _SUB, x.dtype, (x, y))
+    return new_uop(UOp, SUB, x.dtype, (x, y))
 
 
 def _collect(x: UOp) -> UOp | None:
@@ -651,15 +620,15 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
     # (the pairs only involve IDIV and MOD bases). Nothing changes either way.
     ta = a._ref.flat
     if ta is not None:
-        if b.op is _CONST:
-            if op is _ADD:
+        if b.op is CONST:
+            if op is ADD:
                 if x is None:
                     x = new_uop(UOp, op, dt, (a, b))
                 lo, hi = x._ref.vrange or x._range()  # _kept(x), spelled out
                 return UOp.const(dt, lo) if lo == hi else x
         else:
-            bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
-            if bb not in ta and bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb):
+            bb = b.src[0] if b.op is MUL and b.src[1].op is CONST else b
+            if bb not in ta and bb.op is not MOD and bb.op is not IDIV and _leaf(bb):
                 t = ta.copy()
                 t[bb] = 1
                 if x is None:
@@ -667,34 +636,34 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
                 x._ref.flat = t
                 return _kept(x)
     if a is not b:  # the common shapes, decided without flattening: y*k1 + z*k2, y*k + c, y - z ...
-        ba = a.src[0] if a.op is _MUL and a.src[1].op is _CONST else a
-        bb = b.src[0] if b.op is _MUL and b.src[1].op is _CONST else b
+        ba = a.src[0] if a.op is MUL and a.src[1].op is CONST else a
+        bb = b.src[0] if b.op is MUL and b.src[1].op is CONST else b
         ao, bo = ba.op, bb.op  # _leaf(ba) and _leaf(bb), spelled out
-        leaf_a = ao not in _SKELETON or (ao is _MUL and ba.src[1].op is not _CONST)
-        leaf_b = bo not in _SKELETON or (bo is _MUL and bb.src[1].op is not _CONST)
-        if ba is not bb and leaf_a and (leaf_b or (b.op is _CONST and op is _ADD)):
-            if not (ba.op is _IDIV and bb.op is _MOD) and not (ba.op is _MOD and bb.op is _IDIV):
+        leaf_a = ao not in _SKELETON or (ao is MUL and ba.src[1].op is not CONST)
+        leaf_b = bo not in _SKELETON or (bo is MUL and bb.src[1].op is not CONST)
+        if ba is not bb and leaf_a and (leaf_b or (b.op is CONST and op is ADD)):
+            if not (ba.op is IDIV and bb.op is MOD) and not (ba.op is MOD and bb.op is IDIV):
                 if x is None:
                     x = new_uop(UOp, op, dt, (a, b))
-                if b.op is not _CONST:
+                if b.op is not CONST:
                     x._ref.flat = {ba: 1, bb: 1}  # two distinct bases that do not pair, no constant
                 lo, hi = x._ref.vrange or x._range()  # _kept(x), spelled out: the most common return
                 return UOp.const(dt, lo) if lo == hi else x
     like = a if x is None else x  # what _build takes the dtype from
     # (y + k1) + k2 and (y + k) +/- t*m, with y a sum as _build writes it and t a new base that pairs with
     # nothing: the rebuild below would give y's terms again in y's order, so y is continued, not rebuilt
-    if a.op is _ADD and a.src[1].op is _CONST and a is not b:
+    if a.op is ADD and a.src[1].op is CONST and a is not b:
         y = a.src[0]
-        if b.op is _CONST:
-            if op is _ADD and (st := _spine(y, None)) is not None:
+        if b.op is CONST:
+            if op is ADD and (st := _spine(y, None)) is not None:
                 return _continued(like, y, [], a.src[1].arg + b.arg, st)
         else:
-            bmul = b.op is _MUL and b.src[1].op is _CONST
+            bmul = b.op is MUL and b.src[1].op is CONST
             bb = b.src[0] if bmul else b
-            if bb.op is not _MOD and bb.op is not _IDIV and _leaf(bb) and (st := _spine(y, bb)) is not None:
+            if bb.op is not MOD and bb.op is not IDIV and _leaf(bb) and (st := _spine(y, bb)) is not None:
                 co = b.src[1].arg if bmul else 1
-                return _continued(like, y, [(bb, co if op is _ADD else -co)], a.src[1].arg, st)
-    f = _flatten(x, exact=False) if x is not None else _flatten(a, False, 48, b, op is _SUB)
+                return _continued(like, y, [(bb, co if op is ADD else -co)], a.src[1].arg, st)
+    f = _flatten(x, exact=False) if x is not None else _flatten(a, False, 48, b, op is SUB)
     if f is None:
         return _kept(x if x is not None else new_uop(UOp, op, dt, (a, b)))
     terms = f.terms
@@ -703,10 +672,10 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
         # (y//c)*(c*m) + (y%c)*m -> y*m: C's identity a == (a/b)*b + a%b holds for every sign
         divs: dict[tuple[UOp, ...], UOp] = {}
         for u in terms:  # a loop, not a comprehension: 3.11 makes a function call of one
-            if u.op is _IDIV and u.arg is None:
+            if u.op is IDIV and u.arg is None:
                 divs[u.src] = u
         for u in list(terms):
-            if u.op is _MOD and u.src[1].op is _CONST and terms.get(u):
+            if u.op is MOD and u.src[1].op is CONST and terms.get(u):
                 d = divs.get(u.src)
                 if d is None or (d.dtype is not u.dtype and d.dtype != u.dtype):
                     continue
@@ -715,10 +684,10 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
                     y = u.src[0]
                     terms[u] = terms[d] = 0
                     terms[y] = terms.get(y, 0) + m
-                    if y.op is _IDIV and y.arg is None:
+                    if y.op is IDIV and y.arg is None:
                         divs.setdefault(y.src, y)
                     changed = True
-    const_last = op is _ADD and b.op is _CONST
+    const_last = op is ADD and b.op is CONST
     if not changed and not (f.nconst == 1 and not const_last):
         if x is None:
             x = new_uop(UOp, op, dt, (a, b))
@@ -736,7 +705,7 @@ def _collect_sum(op: Ops, dt: DType, a: UOp, b: UOp, x: UOp | None) -> UOp:
             return _kept(x if x is not None else new_uop(UOp, op, dt, (a, b)))
     if out.op is op and (s := out.src)[0] is a and s[1] is b:  # the sum rebuilt as it was
         return _kept(out)
-    if out.op is not _CONST:
+    if out.op is not CONST:
         lo, hi = out._ref.vrange or out._range()
         if lo == hi:
             return UOp.const(dt, lo)
@@ -756,9 +725,9 @@ def _spine(y: UOp, new: UOp | None) -> bool | None:
     n = y
     while True:
         op = n.op
-        if op is _ADD or op is _SUB:
+        if op is ADD or op is SUB:
             t = n.src[1]
-            if t.op is _MUL and t.src[1].op is _CONST:
+            if t.op is MUL and t.src[1].op is CONST:
                 m = t.src[1].arg
                 if m.__class__ is not int or m < 2:
                     return None
@@ -771,9 +740,9 @@ def _spine(y: UOp, new: UOp | None) -> bool | None:
                 ok = False
             n = n.src[0]
             continue
-        if op is _NEG:
+        if op is NEG:
             t, ok = n.src[0], False  # a NEG first is rewritten when something is added to it
-        elif op is _MUL and n.src[1].op is _CONST:
+        elif op is MUL and n.src[1].op is CONST:
             t = n.src[0]
             c = n.src[1].arg
             if c.__class__ is not int or -1 <= c <= 1:
@@ -790,7 +759,7 @@ def _spine(y: UOp, new: UOp | None) -> bool | None:
 def _continued(x: UOp, y: UOp, extra: list[tuple[UOp, int]], k: int, settled: bool) -> UOp:
     """_collect's result for a sum whose terms are y's and then ``extra``, constant k (see _spine)."""
     out = _build(extra, k, x, y)
-    if out.op is not _CONST:
+    if out.op is not CONST:
         lo, hi = out._ref.vrange or out._range()
         if lo == hi:
             return UOp.const(x.dtype, lo)
@@ -829,10 +798,10 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
     if dt.count != 1 or (dt.kind != "i" and dt.kind != "u"):  # not _is_int(x), spelled out
         return None
     v = c.arg
-    is_mod = x.op is _MOD
+    is_mod = x.op is MOD
     if v <= 0:
         if is_mod and v < 0 and v != dtypes.min(dt):
-            return new_uop(UOp, _MOD, dt, (a, c.const_like(-v)))  # C: x % -c == x % c
+            return new_uop(UOp, MOD, dt, (a, c.const_like(-v)))  # C: x % -c == x % c
         return None
     lo, hi = a._ref.vrange or a._range()
     if is_mod:
@@ -841,12 +810,12 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         if lo >= v and lo // v == hi // v and _exact(a):
             return a + (-(lo // v) * v)  # one quotient bucket: subtract it
     ao = a.op
-    if ao is x.op and a.src[1].op is _CONST and a.src[1].arg > 0:
+    if ao is x.op and a.src[1].op is CONST and a.src[1].arg > 0:
         c1 = a.src[1].arg
         if is_mod and c1 % v == 0:
-            return new_uop(UOp, _MOD, dt, (a.src[0], c))  # (y % (k*c)) % c
+            return new_uop(UOp, MOD, dt, (a.src[0], c))  # (y % (k*c)) % c
         if not is_mod and c1 * v <= dtypes.max(dt):
-            return new_uop(UOp, _IDIV, dt, (a.src[0], c.const_like(c1 * v)))  # (y // c1) // c
+            return new_uop(UOp, IDIV, dt, (a.src[0], c.const_like(c1 * v)))  # (y // c1) // c
         return None
     if ao not in _LINEAR:
         return None
@@ -858,10 +827,10 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         # exact division of every term: (g*t) // (g*c) == t // c and (g*t) % (g*c) == (t % c) * g
         t = _build([(b, co // g) for b, co in f.terms.items()], f.k // g, a)
         if not is_mod:
-            return t if v == g else new_uop(UOp, _IDIV, dt, (t, c.const_like(v // g)))
+            return t if v == g else new_uop(UOp, IDIV, dt, (t, c.const_like(v // g)))
         if v == g:
             return x.const_like(0)
-        out = new_uop(UOp, _MOD, dt, (t, c.const_like(v // g))) * g
+        out = new_uop(UOp, MOD, dt, (t, c.const_like(v // g))) * g
         return out if _not_larger(out, x) else None
     qt, rt = _split_terms(f, v)
     if lo >= 0:
@@ -879,10 +848,10 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         return None
     fits = -v < rlo and rhi < v
     if is_mod:
-        out = r if fits else new_uop(UOp, _MOD, dt, (r, c))
+        out = r if fits else new_uop(UOp, MOD, dt, (r, c))
     else:
         qe = _build(qt, kq, a)
-        out = qe if fits else qe + new_uop(UOp, _IDIV, dt, (r, c))
+        out = qe if fits else qe + new_uop(UOp, IDIV, dt, (r, c))
     return out if _not_larger(out, x) else None
 
 
@@ -892,12 +861,12 @@ def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:
     if ad.count != 1 or (ad.kind != "i" and ad.kind != "u") or x.dtype.count != 1:  # _is_int(a), spelled out
         return None
     op = x.op
-    if op is not _CMPLT:
+    if op is not CMPLT:
         # ring identity: a + k != d  <=>  a != d - k
-        if b.op is _CONST and a.op is _ADD and a.src[1].op is _CONST:
+        if b.op is CONST and a.op is ADD and a.src[1].op is CONST:
             return new_uop(UOp, op, x.dtype, (a.src[0], b.const_like(b.arg - a.src[1].arg)))
         return None
-    left_const = a.op is _CONST
+    left_const = a.op is CONST
     e, d = (b, a.arg) if left_const else (a, b.arg)
     if e.op not in _LINEAR:
         return None
@@ -913,10 +882,10 @@ def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:
     num = d - f.k  # e == g*t + k with g > 0
     if left_const:  # d < g*t + k  <=>  floor((d-k)/g) < t
         bnd = num // g
-        out = new_uop(UOp, _CMPLT, x.dtype, (e.const_like(bnd), t)) if _fits(bnd, e.dtype) else None
+        out = new_uop(UOp, CMPLT, x.dtype, (e.const_like(bnd), t)) if _fits(bnd, e.dtype) else None
     else:  # g*t + k < d  <=>  t < ceil((d-k)/g)
         bnd = -((-num) // g)
-        out = new_uop(UOp, _CMPLT, x.dtype, (t, e.const_like(bnd))) if _fits(bnd, e.dtype) else None
+        out = new_uop(UOp, CMPLT, x.dtype, (t, e.const_like(bnd))) if _fits(bnd, e.dtype) else None
     if out is None or out is x:
         return None
     return out if _not_larger(out, x) else None

@@ -15,111 +15,6 @@ from typing import Any
 
 from uops.dtypes import DType, PtrDType, dtypes, truncate
 from uops.ir.alu import eval_scalar, idiv
-from uops.ir.ops import (  # the module constants for hot paths, under this module's names
-    ADD as _ADD,
-)
-from uops.ir.ops import (
-    AND as _AND,
-)
-from uops.ir.ops import (
-    BITCAST as _BITCAST,
-)
-from uops.ir.ops import (
-    CAST as _CAST,
-)
-from uops.ir.ops import (
-    CMPEQ as _CMPEQ,
-)
-from uops.ir.ops import (
-    CMPLT as _CMPLT,
-)
-from uops.ir.ops import (
-    CMPNE as _CMPNE,
-)
-from uops.ir.ops import (
-    CONST as _CONST,
-)
-from uops.ir.ops import (
-    DEFINE_VAR as _DEFINE_VAR,
-)
-from uops.ir.ops import (
-    END as _END,
-)
-from uops.ir.ops import (
-    EXP2 as _EXP2,
-)
-from uops.ir.ops import (
-    FDIV as _FDIV,
-)
-from uops.ir.ops import (
-    IDIV as _IDIV,
-)
-from uops.ir.ops import (
-    INDEX as _INDEX,
-)
-from uops.ir.ops import (
-    LOAD as _LOAD,
-)
-from uops.ir.ops import (
-    LOG2 as _LOG2,
-)
-from uops.ir.ops import (
-    MAX as _MAX,
-)
-from uops.ir.ops import (
-    MOD as _MOD,
-)
-from uops.ir.ops import (
-    MUL as _MUL,
-)
-from uops.ir.ops import (
-    NEG as _NEG,
-)
-from uops.ir.ops import (
-    OR as _OR,
-)
-from uops.ir.ops import (
-    RANGE as _RANGE,
-)
-from uops.ir.ops import (
-    RECIPROCAL as _RECIPROCAL,
-)
-from uops.ir.ops import (
-    REDUCE as _REDUCE,
-)
-from uops.ir.ops import (
-    SHL as _SHL,
-)
-from uops.ir.ops import (
-    SHR as _SHR,
-)
-from uops.ir.ops import (
-    SIN as _SIN,
-)
-from uops.ir.ops import (
-    SINK as _SINK,
-)
-from uops.ir.ops import (
-    SQRT as _SQRT,
-)
-from uops.ir.ops import (
-    STORE as _STORE,
-)
-from uops.ir.ops import (
-    SUB as _SUB,
-)
-from uops.ir.ops import (
-    TRUNC as _TRUNC,
-)
-from uops.ir.ops import (
-    VCONST as _VCONST,
-)
-from uops.ir.ops import (
-    WHERE as _WHERE,
-)
-from uops.ir.ops import (
-    XOR as _XOR,
-)
 from uops.ir.ops import AxisType, GroupOp, Ops
 
 
@@ -153,6 +48,14 @@ def _remove_dead(wr: _Ref, _cache: dict[tuple, _Ref] = _cache) -> None:
 ConstType = bool | int | float
 _BOOL_TOK = dtypes.bool._tok
 
+# Ops members by module name: reading ``Ops.X`` at run time goes through EnumType's __getattr__ hook
+# (Python 3.11), which costs more than building the node it names
+_ADD, _SUB, _MUL, _MAX, _IDIV, _MOD, _FDIV = Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.FDIV
+_NEG, _CMPLT, _CMPNE, _CMPEQ, _AND, _OR, _XOR = Ops.NEG, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR
+_SHL, _SHR, _WHERE, _CAST, _BITCAST = Ops.SHL, Ops.SHR, Ops.WHERE, Ops.CAST, Ops.BITCAST
+_EXP2, _LOG2, _SIN, _SQRT, _RECIPROCAL, _TRUNC = Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC
+_CONST, _VCONST, _DEFINE_VAR, _RANGE, _SINK = Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SINK
+_INDEX, _LOAD, _STORE, _REDUCE, _END, _GEP = Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.END, Ops.GEP
 _COMPARISON = GroupOp.Comparison
 
 
