@@ -48,6 +48,11 @@ def open_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
     return ctx
 
 
+def axes_of(ranges: list[UOp], *kinds: AxisType) -> list[UOp]:
+    """The ``ranges`` of the given kinds, by axis id (each range once)."""
+    return sorted({r for r in ranges if r.arg[1] in kinds}, key=lambda r: r.arg[0])
+
+
 # ----- step 1: tidy the AST -----
 def _drop_unit_range(r: UOp) -> UOp | None:
     return UOp.const(r.dtype, 0) if r.src[0].op is Ops.CONST and r.src[0].arg == 1 else None
@@ -133,17 +138,14 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
     A THREAD range (CPU-style) becomes the core index ``gidx0``; LOCAL and GROUP_REDUCE ranges
     (GPU-style) become workgroup indices, one dimension each, and then no local size is picked.
     """
-    out_ranges = sorted(
-        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GLOBAL}, key=lambda r: r.arg[0]
-    )
+    rngs = ast.ranges
+    out_ranges = axes_of(rngs, AxisType.GLOBAL)
     dims = LaunchDims()
     mapping: dict[UOp, UOp] = {}
     # a BLOCKed reduction's loop over blocks (kind LOOP in the AST) goes around every output loop
-    loops: list[UOp] = sorted(
-        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOOP}, key=lambda r: r.arg[0]
-    )
+    loops: list[UOp] = axes_of(rngs, AxisType.LOOP)
     if ren.global_max is None:
-        for t in (u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.THREAD):
+        for t in (u for u in rngs if u.arg[1] is AxisType.THREAD):
             mapping[t] = UOp(Ops.SPECIAL, dtypes.index, (t.src[0],), "gidx0")
             dims.global_size.append(t.src[0])
         prev: UOp | None = loops[-1] if loops else None
@@ -154,7 +156,7 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
             prev = new
         return ast.substitute(mapping), dims, loops
     explicit = sorted(
-        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] in (AxisType.LOCAL, AxisType.GROUP_REDUCE)},
+        axes_of(rngs, AxisType.LOCAL, AxisType.GROUP_REDUCE),
         key=lambda r: (r.arg[1] is AxisType.GROUP_REDUCE, r.arg[0]),
     )
     for d, lr in enumerate(explicit):
@@ -169,7 +171,7 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
         groups = [out_ranges] if out_ranges else []  # one flat dimension: dimension 0 has the largest limit
     idx_by_dim: list[tuple[list[UOp], int]] = list(zip(reversed(groups), range(len(groups))))  # innermost -> dim 0
     # a PACK buffer holds one thread's panel: no workgroup threads are picked for it to share
-    packed = any(u.op is Ops.RANGE and u.arg[1] is AxisType.PACK for u in ast.toposort())
+    packed = bool(axes_of(rngs, AxisType.PACK))
     threads_left = 1 if explicit or packed else ren.local_threads_max or 1
     for axes, d in idx_by_dim:
         size = axes[0].src[0]
@@ -207,23 +209,21 @@ def lower_groups(ast: UOp) -> UOp:
     """A REDUCE over a GROUP_REDUCE range: each workgroup thread reduces its share into a register, writes it
     to local memory, and after a barrier every thread combines the shares; only thread 0 of the group writes
     the outputs."""
-    groups = sorted(
-        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GROUP_REDUCE}, key=lambda r: r.arg[0]
-    )
+    nodes = ast.toposort()
+    rngs = [u for u in nodes if u.op is Ops.RANGE]
+    groups = axes_of(rngs, AxisType.GROUP_REDUCE)
     if not groups:
         return ast
     g = groups[0]
     size = int(g.src[0].arg)
-    next_id = 1 + max(u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE)
+    next_id = 1 + max(u.arg[0] for u in rngs)
     # the other workgroup axes (LOCAL) compute other outputs: each has its own row of shares
     row: UOp = UOp.const(dtypes.index, 0)
     rows = 1
-    for lr in sorted(
-        {u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOCAL}, key=lambda r: r.arg[0]
-    ):
+    for lr in axes_of(rngs, AxisType.LOCAL):
         row, rows = row * lr.src[0] + lr, rows * int(lr.src[0].arg)
     mapping: dict[UOp, UOp] = {}
-    for n, red in enumerate(u for u in ast.toposort() if u.op is Ops.REDUCE and g in u.src[1:]):
+    for n, red in enumerate(u for u in nodes if u.op is Ops.REDUCE and g in u.src[1:]):
         rest = tuple(x for x in red.src[1:] if x is not g)
         partial = UOp(Ops.REDUCE, red.dtype, (red.src[0], *rest), red.arg) if rest else red.src[0]
         smem = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(size * rows, AddrSpace.LOCAL), (), n)
@@ -296,8 +296,7 @@ class _ReduceCtx:
 
 
 def _inner_ranges(u: UOp) -> tuple[UOp, ...]:
-    return tuple(sorted((x for x in u.toposort() if x.op is Ops.RANGE and x.arg[1] is AxisType.INNER),
-                        key=lambda r: r.arg[0]))  # fmt: skip
+    return tuple(axes_of(u.ranges, AxisType.INNER))
 
 
 def _reduce_ranges(red: UOp) -> list[UOp]:
@@ -788,7 +787,7 @@ class LowerContext:
 
 def kernel_name(ast: UOp) -> str:
     """``E_4_8`` / ``r_4_16``: elementwise or reduce, then the sizes of the AST's loops (``n``: symbolic)."""
-    ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    ranges = sorted(ast.ranges, key=lambda r: r.arg[0])
     kind = "r" if any(r.arg[1] is AxisType.REDUCE for r in ranges) else "E"
     dims = [str(r.src[0].arg) if r.src[0].op is Ops.CONST else "n" for r in ranges]
     return "_".join([kind, *dims]) if dims else kind
