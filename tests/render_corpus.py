@@ -100,9 +100,10 @@ def _render_all(corpus: list[str]) -> dict[str, str]:
                     continue
                 try:
                     text = get_program(ast, ren, _NoCompiler(), opts).src  # type: ignore[arg-type]
-                except Exception as e:
-                    text = f"ERROR {type(e).__name__}: {e}"
-                out[f"{n}/{tname}/{vname}"] = hashlib.sha256(text.encode()).hexdigest()
+                    kind = "src"
+                except Exception as e:  # a kernel a target refuses: its error must stay the same too
+                    text, kind = f"ERROR {type(e).__name__}: {e}", "err"
+                out[f"{n}/{tname}/{vname}"] = f"{kind}:{hashlib.sha256(text.encode()).hexdigest()}"
     return out
 
 
@@ -111,11 +112,15 @@ def main(argv: list[str]) -> int:
         corpus = json.loads(Path(argv[1]).read_text())
         hashes = _render_all(corpus)
         Path(argv[2]).write_text(json.dumps(hashes, indent=0, sort_keys=True))
-        errors = len(set(hashes.values()))
-        print(f"{len(corpus)} kernels, {len(hashes)} renderings, {errors} distinct sources or errors -> {argv[2]}")
+        sources = [h for h in hashes.values() if h.startswith("src:")]
+        print(
+            f"{len(corpus)} kernels, {len(hashes)} renderings: {len(sources)} sources ({len(set(sources))} distinct), "
+            f"{len(hashes) - len(sources)} errors -> {argv[2]}"
+        )
         return 0
     if len(argv) == 3 and argv[0] == "compare":
-        a, b = (json.loads(Path(p).read_text()) for p in argv[1:])
+        # the hashes alone (files written before the src:/err: prefix compare too)
+        a, b = ({k: v.split(":")[-1] for k, v in json.loads(Path(p).read_text()).items()} for p in argv[1:])
         diff = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
         for k in diff[:20]:
             print("differs:", k)
