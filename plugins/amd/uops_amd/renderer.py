@@ -15,10 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from uops.dtypes import DType, dtypes
-from uops.ir.ops import Ops
-from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer, workgroup_threads
+from uops.plugin import CStyleRenderer, DType, Ops, UOp, dtypes, workgroup_threads
 from uops_amd import DEFAULT_ARCH
 
 __all__ = ["GLOBAL_MAX", "LOCAL_MAX", "AMDRenderer", "wave_size"]

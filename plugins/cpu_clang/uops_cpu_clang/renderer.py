@@ -9,11 +9,7 @@ wrong results.
 
 from __future__ import annotations
 
-from uops.compiler import positive_int_from_env, usable_cores
-from uops.dtypes import DType, PtrDType, dtypes
-from uops.ir.ops import Ops
-from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer
+from uops.plugin import CStyleRenderer, DType, Ops, PtrDType, UOp, dtypes, positive_int_from_env, usable_cores
 from uops_cpu_clang import HOST_ARCH
 
 

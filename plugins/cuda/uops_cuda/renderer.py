@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import math
 
-from uops.dtypes import DType, PtrDType, dtypes
-from uops.ir.ops import Ops
-from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer, workgroup_threads
+from uops.plugin import CStyleRenderer, DType, Ops, PtrDType, UOp, dtypes, workgroup_threads
 from uops_cuda import DEFAULT_ARCH
 
 __all__ = ["CUDARenderer"]

@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import math
 
-from uops.dtypes import DType, PtrDType, dtypes
-from uops.ir.ops import Ops
-from uops.ir.uop import UOp
-from uops.renderer import DTypeNotSupportedError
-from uops.renderer.cstyle import CStyleRenderer
+from uops.plugin import CStyleRenderer, DType, DTypeNotSupportedError, Ops, PtrDType, UOp, dtypes
 from uops_metal import DEFAULT_TARGET, TARGETS
 
 __all__ = ["INDEX_PARAMS", "MetalRenderer", "parse_version"]
