@@ -104,9 +104,9 @@ def test_debug_devices_shows_the_quarantined_traceback(fake_devices: None, capsy
 # ---------------------------------------------------------------------------------------------
 
 
-def test_api_range_is_the_minor_series() -> None:
-    assert api_range("0.1.0") == "uops>=0.1,<0.2"
-    assert api_range("1.4.2.dev3") == "uops>=1.4,<1.5"
+def test_api_range_is_this_core_or_later() -> None:
+    assert api_range("0.2.0") == "uops>=0.2"
+    assert api_range("1.4.2.dev3") == "uops>=1.4"
 
 
 @pytest.mark.parametrize("bad", ["1gcc", "my-dev", "my dev", "", "class", "dév"])
@@ -169,6 +169,9 @@ BROKEN: dict[str, list[tuple[str, str, str]]] = {
          "def probe_runtime() -> str | None:\n    raise RuntimeError('the driver handshake failed')\n"),
     ],
     "gccheavy": [("__init__.py", "import os\n", "import os\n\nimport numpy  # noqa: F401\n")],
+    "gccprivate": [
+        ("compiler.py", "import tempfile\n", "import tempfile\n\nfrom uops.runtime.elf import host_machine\n"),
+    ],
 }  # fmt: skip
 
 
@@ -258,6 +261,17 @@ def test_a_heavy_import_fails_the_kit_naming_it(kit_venv: Venv) -> None:
     rc, out = _conformance(kit_venv, "GCCHEAVY", "-k", "test_plugin_contract")
     assert rc == 1, out
     assert "numpy" in out and "uops_gccheavy" in out, out
+
+
+@pytest.mark.slow
+def test_a_private_core_import_fails_the_kit_naming_it(kit_venv: Venv) -> None:
+    rc, out = _conformance(kit_venv, "GCCPRIVATE", "-k", "imports_only_the_plugin_api")
+    assert rc == 1, out
+    assert "uops.runtime.elf" in out and "compiler.py" in out, out
+    # the module named, and what to use instead: host_machine is not part of the plugin API
+    assert "nothing in uops.plugin" in out, out
+    rc, out = _conformance(kit_venv, "GCC", "-k", "imports_only_the_plugin_api")
+    assert rc == 0, out
 
 
 def test_the_guides_worked_example_is_what_the_template_writes(tmp_path: Path) -> None:

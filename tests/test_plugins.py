@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+import uops
 from uops.plugins import (
     Backend,
     Device,
@@ -213,7 +214,7 @@ def test_devices_json_statuses(full: Venv) -> None:
 
     fut = rows["FUTURE"]
     assert fut["status"] == "incompatible" and fut["api_range"] == ">=9"
-    assert "uops-future 0.3.0" in fut["reason"] and "uops 0.1.0" in fut["reason"]
+    assert "uops-future 0.3.0" in fut["reason"] and f"uops {uops.__version__}" in fut["reason"]
     assert "pip install -U uops-future" in fut["fix"] and 'pip install "uops>=9"' in fut["fix"]
 
     bad = rows["BADPROBE"]
@@ -221,9 +222,7 @@ def test_devices_json_statuses(full: Venv) -> None:
 
     fake = rows["FAKE"]
     assert fake["status"] == "ok" and fake["targets"] == ["fake1", "fake2"]
-    assert (
-        fake["compile_ok"] is True and fake["runtime_ok"] is True and fake["api_range"] in (">=0.1,<0.2", "<0.2,>=0.1")
-    )
+    assert fake["compile_ok"] is True and fake["runtime_ok"] is True and fake["api_range"] == ">=0.1"
 
     gpu = rows["FAKEGPU"]
     assert gpu["status"] == "unavailable" and gpu["compile_ok"] is True and gpu["runtime_ok"] is False
@@ -566,7 +565,7 @@ def test_uops_range_from_requires() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _fake_dist(site, dist: str, eps: dict[str, str], requires: str = "uops>=0.1,<0.2", module_src: str | None = None):
+def _fake_dist(site, dist: str, eps: dict[str, str], requires: str = "uops>=0.1", module_src: str | None = None):
     info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\nRequires-Dist: {requires}\n\n")

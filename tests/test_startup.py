@@ -69,7 +69,7 @@ def _too_much_for_a_device(added: list[str]) -> list[str]:
     bad = []
     for name in added:
         top = name.split(".")[0]
-        if top == "uops" and not (name == "uops.plugins" or name.startswith("uops.plugins.")):
+        if top == "uops" and not (name in ("uops.plugin", "uops.plugins") or name.startswith("uops.plugins.")):
             bad.append(f"{name} (a core module beyond the plugins layer)")
         elif top.startswith("uops_") and "." in name:
             bad.append(f"{name} (a plugin's renderer/compiler/runtime: imported when the device is first used)")

@@ -102,7 +102,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     (src / "pyproject.toml").write_text(
         (src / "pyproject.toml")
         .read_text()
-        .replace('dependencies = ["uops>=0.1,<0.2"]', 'dependencies = ["uops>=0.1,<0.2", "uops-cpu-clang>=0.1"]')
+        .replace('dependencies = ["uops>=0.1"]', 'dependencies = ["uops>=0.1", "uops-cpu-clang>=0.1"]')
     )
     return make_venv(outside / "venv", plugins=("cpu_clang", src), extra=("pytest",))
 

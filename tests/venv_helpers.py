@@ -144,7 +144,7 @@ def write_plugin(
     dist: str,
     devices: tuple[str, ...],
     init_source: str,
-    requires: str = "uops>=0.1,<0.2",
+    requires: str = "uops>=0.1",
     version: str = "0.1.0",
     module: str | None = None,
 ) -> Path:

@@ -54,10 +54,13 @@ class PluginNames:
 
 
 def api_range(version: str = _core_version) -> str:
-    """The requirement on uops a new plugin declares: this core's minor series (``uops>=0.1,<0.2``)."""
+    """The requirement on uops a new plugin declares: this core or a later one (``uops>=0.2``).
+
+    No upper bound: whether a later core still fits is what the plugin API version says (the plugin's
+    ``plugin_api``, checked at discovery), so a plugin needs no new release for each minor core release.
+    """
     parts = [int(p) for p in re.findall(r"\d+", version)[:2]] + [0]
-    major, minor = parts[0], parts[1]
-    return f"uops>={major}.{minor},<{major}.{minor + 1}"
+    return f"uops>={parts[0]}.{parts[1]}"
 
 
 def plugin_names(name: str, existing: list[str]) -> PluginNames:

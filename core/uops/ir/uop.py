@@ -345,6 +345,15 @@ class UOp(_UOpFields):
                         stack.append((s, False))
         return order
 
+    def simplify(self) -> UOp:
+        """This graph with the symbolic rules applied to a fixed point (`uops.ir.symbolic.simplify`).
+
+        Imported when called: the rules are built from UOps, so the module holding them loads after this one.
+        """
+        from uops.ir.symbolic import simplify
+
+        return simplify(self)
+
     def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
         """Replace nodes by identity (no pattern matching), rebuilding their users; keys are not entered."""
         if not mapping:

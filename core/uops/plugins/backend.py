@@ -11,6 +11,8 @@ pluggy. Nothing here imports ``typing`` either: `Backend` is a plain class, not 
 
 from __future__ import annotations
 
+from uops.errors import UopsError
+
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
 if not TYPE_CHECKING:
 
@@ -35,7 +37,7 @@ HOOKIMPL_ATTR = PROJECT + "_impl"
 BACKENDS_HOOK = "uops_backends"
 
 
-class PluginError(RuntimeError):
+class PluginError(UopsError, RuntimeError):
     """A backend cannot be used: which plugin, what went wrong, and what to do about it."""
 
 
@@ -139,9 +141,21 @@ class Backend(FrozenValue):
 
     ``priority`` picks `Device.DEFAULT` among the usable devices: CUDA 100, AMD 90, METAL 80,
     CPU 50, emulated devices 20, PYTHON 0 (always last). Unlisted real hardware: pick by analogy.
+
+    ``plugin_api`` is the ``(major, minor)`` of `uops.plugin` the plugin was built for (None: built for
+    uops 0.1, before the API had a number, which is 1.0): discovery refuses another major, or a newer minor,
+    in one line. ``compile_needs_runtime`` says the compiler works only inside the device's driver (OpenCL,
+    a JIT in the runtime): such a backend cannot cross-compile, and ``uops devices`` says so.
+    ``unsupported`` and ``expected_failures`` map conformance-kit check names (as ``uops conformance DEVICE
+    --list`` prints them, or a prefix of one such as ``test_opts.py::test_local``) to a reason: checks the
+    device never supports (skipped), and ones that fail today (an expected failure that passes is reported
+    as stale and fails the run). Both are stored as sorted ``(name, reason)`` pairs.
     """
 
-    __slots__ = ("device", "renderer", "compiler", "runtime", "probe_compile", "probe_runtime", "targets", "priority")
+    __slots__ = (
+        "device", "renderer", "compiler", "runtime", "probe_compile", "probe_runtime", "targets", "priority",
+        "plugin_api", "compile_needs_runtime", "unsupported", "expected_failures",
+    )  # fmt: skip
 
     device: str
     renderer: Callable[[str | None], Renderer]
@@ -151,10 +165,32 @@ class Backend(FrozenValue):
     probe_runtime: Callable[[], str | None]
     targets: tuple[str, ...]
     priority: int
+    plugin_api: tuple[int, int] | None
+    compile_needs_runtime: bool
+    unsupported: tuple[tuple[str, str], ...]
+    expected_failures: tuple[tuple[str, str], ...]
 
     def __init__(
         self, device: str, renderer: Callable[[str | None], Renderer], compiler: Callable[[str | None], Compiler],
         runtime: Callable[[], Runtime], probe_compile: Callable[[], str | None],
-        probe_runtime: Callable[[], str | None], targets: tuple[str, ...] = (), priority: int = 10,
+        probe_runtime: Callable[[], str | None], targets: tuple[str, ...] = (), priority: int = 10, *,
+        plugin_api: tuple[int, int] | None = None, compile_needs_runtime: bool = False,
+        unsupported: dict[str, str] | tuple[tuple[str, str], ...] = (),
+        expected_failures: dict[str, str] | tuple[tuple[str, str], ...] = (),
     ) -> None:  # fmt: skip
-        self._set((device, renderer, compiler, runtime, probe_compile, probe_runtime, tuple(targets), priority))
+        self._set((
+            device, renderer, compiler, runtime, probe_compile, probe_runtime, tuple(targets), priority,
+            None if plugin_api is None else tuple(plugin_api), bool(compile_needs_runtime),
+            _reasons(unsupported), _reasons(expected_failures),
+        ))  # fmt: skip
+
+
+def _reasons(entries: dict[str, str] | tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """Kit-check declarations as sorted (name, reason) pairs; a reason is required."""
+    pairs = tuple(sorted(dict(entries).items()))
+    for name, reason in pairs:
+        if not isinstance(name, str) or not isinstance(reason, str) or not reason.strip():
+            raise TypeError(
+                f"a kit-check declaration maps a check name to a reason (a sentence), not {name!r}: {reason!r}"
+            )
+    return pairs

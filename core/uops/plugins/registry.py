@@ -20,9 +20,11 @@ import os
 import sys
 import types
 
+from uops.plugins.api import LEGACY_API, api_mismatch, format_api
 from uops.plugins.backend import BACKENDS_HOOK, HOOKIMPL_ATTR, Backend, FrozenValue, PluginError, hookimpl
 from uops.plugins.discovery import ENTRY_POINT_GROUP, DistMetadata, EntryPoint, entry_points
 from uops.plugins.versions import SpecifierError, normalize_dist, specifier_contains, uops_range
+from uops.version import PLUGIN_API
 from uops.version import __version__ as _core_version
 
 TYPE_CHECKING = False  # typing is not imported at run time (nor pluggy: see `_plugin_manager`)
@@ -437,6 +439,12 @@ class Registry:
             return None
         for b in result:
             if isinstance(b, Backend) and canonical_device(b.device) == rec.device:
+                mismatch = None if rec.builtin else api_mismatch(b.plugin_api, dist)
+                if mismatch is None and not rec.builtin and (b.plugin_api or LEGACY_API) < PLUGIN_API:
+                    mismatch = self._removed_names(rec, b)
+                if mismatch is not None:
+                    self._quarantine(rec, "incompatible", *mismatch)
+                    return None
                 return b
         provided = sorted({b.device for b in result if isinstance(b, Backend)})
         bad = [type(b).__name__ for b in result if not isinstance(b, Backend)]
@@ -450,6 +458,22 @@ class Registry:
             f"report this to the plugin's authors {disable_hint}",
         )  # fmt: skip
         return None
+
+    @staticmethod
+    def _removed_names(rec: _Record, backend: Backend) -> tuple[str, str] | None:
+        """A plugin built for an older API that imports a name this core removed is refused here, at discovery,
+        with what replaces the name, rather than failing when its runtime module loads at the first kernel."""
+        from uops.plugins.imports import package_files, removed_names_used  # ast: only for plugins of an older API
+
+        used = removed_names_used(package_files(rec.module))
+        if not used:
+            return None
+        dist = rec.distribution or rec.module
+        built = format_api(backend.plugin_api or LEGACY_API)
+        return (
+            f"built for plugin API {built}, it uses a name this core removed: " + "; ".join(used),
+            f"upgrade it (pip install -U {dist}), or disable it with UOPS_DISABLE_PLUGINS={rec.device}",
+        )
 
     def _run_module_hook(self, module_name: str) -> list[Backend] | BaseException:
         try:

@@ -5,13 +5,15 @@ A plugin's requirement on `uops` (its Requires-Dist) is the core API range it su
 
 from __future__ import annotations
 
+from uops.errors import UopsError
+
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
 
-class SpecifierError(ValueError):
+class SpecifierError(UopsError, ValueError):
     """A version or a version specifier that cannot be parsed."""
 
 

@@ -15,13 +15,16 @@ from typing import Any
 import numpy as np
 
 from uops.dtypes import DType, PtrDType, to_numpy
+from uops.errors import UopsError
 
 __all__ = [
     "Allocator",
     "Buffer",
     "BufferFreedError",
+    "DeviceError",
     "HostAllocator",
     "LaunchError",
+    "OutOfMemoryError",
     "Program",
     "ProgramLoadError",
     "Runtime",
@@ -30,7 +33,7 @@ __all__ = [
 ]
 
 
-class ProgramLoadError(RuntimeError):
+class ProgramLoadError(UopsError, RuntimeError):
     """A runtime could not turn compiled bytes into a launchable program: which plugin, which kernel, why.
 
     Every runtime's ``load`` raises this one type, whatever failed underneath (an ELF check,
@@ -49,8 +52,39 @@ class ProgramLoadError(RuntimeError):
         return (type(self), (self.plugin, self.kernel, self.cause))
 
 
-class LaunchError(RuntimeError):
+class DeviceError(UopsError, RuntimeError):
+    """A driver call failed: which device, which call, the driver's own code, and its words.
+
+    Every runtime raises this (or a subclass) for driver failures, so callers handle one type for every
+    backend; ``device``, ``call`` and ``code`` are kept as attributes (None where not known).
+    """
+
+    def __init__(
+        self, message: str, *, device: str | None = None, call: str | None = None, code: int | str | None = None
+    ) -> None:
+        self.message, self.device, self.call, self.code = message, device, call, code
+        where = [f"device {device}" if device else "", f"call {call}" if call else "",
+                 f"driver code {code}" if code is not None else ""]  # fmt: skip
+        detail = ", ".join(w for w in where if w)
+        super().__init__(f"{message} ({detail})" if detail else message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keep the fields when the error crosses a process boundary (BEAM's worker processes)
+        return (_rebuild_device_error, (type(self), self.message, self.device, self.call, self.code))
+
+
+def _rebuild_device_error(
+    cls: type[DeviceError], message: str, device: str | None, call: str | None, code: int | str | None
+) -> DeviceError:
+    return cls(message, device=device, call=call, code=code)
+
+
+class LaunchError(DeviceError):
     """A launch refused before it reaches the device (sizes the device would reject), or one the device refused."""
+
+
+class OutOfMemoryError(DeviceError, MemoryError):
+    """The device has no memory left for an allocation (free buffers, or use smaller ones)."""
 
 
 def launch_dims(
@@ -209,7 +243,7 @@ class HostAllocator(Allocator):
 # Buffer
 
 
-class BufferFreedError(RuntimeError):
+class BufferFreedError(UopsError, RuntimeError):
     """A Buffer was used after ``free()``."""
 
 

@@ -21,6 +21,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from uops.errors import UopsError
+
 __all__ = [
     "ElfError",
     "SharedLibrary",
@@ -46,11 +48,11 @@ _MACHINES = {3: "x86", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm",
              190: "cuda", 243: "riscv", 258: "loongarch"}  # fmt: skip
 
 
-class ElfError(ValueError):
+class ElfError(UopsError, ValueError):
     """The bytes are not an ELF shared library this process can load."""
 
 
-class SymbolNotDefinedError(AttributeError):
+class SymbolNotDefinedError(UopsError, AttributeError):
     """The library does not itself define the symbol asked for (its dependencies do not count)."""
 
 

@@ -18,13 +18,11 @@ from __future__ import annotations
 import functools
 import os
 
-from uops.plugins import Backend, hookimpl
-from uops.plugins.probes import any_path_exists, emulation_probe, which
+from uops.plugin import Backend, any_path_exists, emulation_probe, hookimpl, which
 
 TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
-    from uops.compiler import Compiler
-    from uops.runtime import Runtime
+    from uops.plugin import Compiler, Runtime
     from uops_amd.renderer import AMDRenderer
 
 __version__ = "0.1.0"
@@ -130,6 +128,7 @@ def uops_backends() -> list[Backend]:
             probe_runtime=probe_runtime,
             targets=TARGETS,
             priority=90,
+            plugin_api=(1, 1),  # the uops.plugin API this release is built for
         ),
         Backend(
             device="AMD_EMU",
@@ -140,5 +139,6 @@ def uops_backends() -> list[Backend]:
             probe_runtime=emulation_probe,
             targets=TARGETS,
             priority=15,
+            plugin_api=(1, 1),  # the uops.plugin API this release is built for
         ),
     ]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops.plugin import CompileError, Compiler, CompilerUnavailableError
 from uops_amd import CLANG_INSTALL_HINT as _INSTALL_HINT
 from uops_amd import DEFAULT_ARCH, TARGETS, locate_clang
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from uops.backends.gpu_emu import Dialect, EmulatedCompiler, EmulatedRuntime
+from uops.plugin import Dialect, EmulatedCompiler, EmulatedRuntime
 from uops_amd.compiler import DEFAULT_ARCH
 from uops_amd.renderer import GLOBAL_MAX, LOCAL_MAX
 

@@ -15,11 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from uops.dtypes import DType, dtypes
-from uops.ir.ops import Ops
-from uops.ir.rewrite import PatternMatcher, UPat
-from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer, alu_rules, cast_via_float, typed_reciprocal, workgroup_threads
+from uops.plugin import (
+    CStyleRenderer,
+    DType,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UPat,
+    alu_rules,
+    cast_via_float,
+    dtypes,
+    typed_reciprocal,
+    workgroup_threads,
+)
 from uops_amd import DEFAULT_ARCH
 
 __all__ = ["GLOBAL_MAX", "LOCAL_MAX", "AMDRenderer", "wave_size"]

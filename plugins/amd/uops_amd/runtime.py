@@ -24,8 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from uops.runtime import Allocator, Program, ProgramLoadError, Runtime, launch_dims
-from uops.runtime.elf import ElfError, check_device_image
+from uops.plugin import (
+    Allocator,
+    DeviceError,
+    ElfError,
+    OutOfMemoryError,
+    Program,
+    ProgramLoadError,
+    Runtime,
+    check_device_image,
+    launch_dims,
+)
 from uops_amd.compiler import EM_AMDGPU, KernelMeta, code_object_kernels
 from uops_amd.renderer import GLOBAL_MAX, LOCAL_MAX
 
@@ -47,8 +56,12 @@ _PARAM_BUFFER_POINTER, _PARAM_BUFFER_SIZE, _PARAM_END = 1, 2, 3
 _PLUGIN = __name__.partition(".")[0]
 
 
-class HIPError(RuntimeError):
+class HIPError(DeviceError):
     """A HIP runtime call failed (or the library is missing): which call, HIP's error name and description."""
+
+
+class HIPOutOfMemoryError(HIPError, OutOfMemoryError):
+    """HIP had no device memory left (hipErrorOutOfMemory)."""
 
 
 def find_hip_library() -> str:
@@ -98,7 +111,8 @@ def _check(rc: int, call: str) -> None:
         lib = _hip()
         name = (lib.hipGetErrorName(rc) or b"?").decode(errors="replace")
         desc = (lib.hipGetErrorString(rc) or b"").decode(errors="replace")
-        raise HIPError(f"{call} failed: {name} ({rc}): {desc}")
+        error = HIPOutOfMemoryError if name == "hipErrorOutOfMemory" else HIPError
+        raise error(f"{call} failed: {name} ({rc}): {desc}", device="AMD", call=call, code=rc)
 
 
 _init_lock = threading.Lock()

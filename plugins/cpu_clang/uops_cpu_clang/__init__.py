@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 
-from uops.plugins import Backend, hookimpl
-from uops.plugins.probes import which
+from uops.plugin import Backend, hookimpl, which
 
 TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
@@ -91,5 +90,6 @@ def uops_backends() -> list[Backend]:
             probe_runtime=probe_runtime,
             targets=(HOST_ARCH,),
             priority=50,
+            plugin_api=(1, 1),  # the uops.plugin API this release is built for
         )
     ]

@@ -21,9 +21,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from uops.compiler import CompileError, Compiler, CompilerUnavailableError
-from uops.compiler.cache import cache_dir, entry_path, read_entry, warn_cache, write_entry
-from uops.runtime.elf import read_shared_object
+from uops.plugin import (
+    CompileError,
+    Compiler,
+    CompilerUnavailableError,
+    cache_dir,
+    entry_path,
+    read_entry,
+    read_shared_object,
+    warn_cache,
+    write_entry,
+)
 from uops_cpu_clang import INSTALL_HINT as _INSTALL_HINT
 from uops_cpu_clang import clang_path
 

@@ -9,12 +9,19 @@ wrong results.
 
 from __future__ import annotations
 
-from uops.compiler import positive_int_from_env, usable_cores
-from uops.dtypes import DType, PtrDType, dtypes
-from uops.ir.ops import Ops
-from uops.ir.rewrite import PatternMatcher, UPat
-from uops.ir.uop import UOp
-from uops.renderer.cstyle import CStyleRenderer, RenderContext
+from uops.plugin import (
+    CStyleRenderer,
+    DType,
+    Ops,
+    PatternMatcher,
+    PtrDType,
+    RenderContext,
+    UOp,
+    UPat,
+    dtypes,
+    positive_int_from_env,
+    usable_cores,
+)
 from uops_cpu_clang import HOST_ARCH
 
 

@@ -17,8 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from uops.runtime import Buffer, HostAllocator, Program, ProgramLoadError, Runtime
-from uops.runtime.elf import ElfError, SharedLibrary, SymbolNotDefinedError
+from uops.plugin import (
+    Buffer,
+    ElfError,
+    HostAllocator,
+    Program,
+    ProgramLoadError,
+    Runtime,
+    SharedLibrary,
+    SymbolNotDefinedError,
+)
 from uops_cpu_clang.renderer import cpu_threads
 
 __all__ = ["ClangProgram", "ClangRuntime", "cpu_threads"]

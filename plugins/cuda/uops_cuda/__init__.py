@@ -20,16 +20,14 @@ import functools
 import os
 import sys
 
-from uops.plugins import Backend, hookimpl
-from uops.plugins.probes import any_path_exists, emulation_probe
+from uops.plugin import Backend, any_path_exists, emulation_probe, hookimpl
 
 TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
     import ctypes
     from pathlib import Path
 
-    from uops.compiler import Compiler
-    from uops.runtime import Runtime
+    from uops.plugin import Compiler, Runtime
     from uops_cuda.renderer import CUDARenderer
 
 __version__ = "0.1.0"
@@ -211,6 +209,7 @@ def uops_backends() -> list[Backend]:
             probe_runtime=probe_runtime,
             targets=TARGETS,
             priority=100,
+            plugin_api=(1, 1),  # the uops.plugin API this release is built for
         ),
         Backend(
             device="CUDA_EMU",
@@ -221,5 +220,6 @@ def uops_backends() -> list[Backend]:
             probe_runtime=emulation_probe,
             targets=(DEFAULT_ARCH,),
             priority=20,
+            plugin_api=(1, 1),  # the uops.plugin API this release is built for
         ),
     ]

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops.plugin import CompileError, Compiler, CompilerUnavailableError
 from uops_cuda import DEFAULT_ARCH, find_nvrtc_libraries
 from uops_cuda import NVRTC_INSTALL_HINT as _INSTALL_HINT
 

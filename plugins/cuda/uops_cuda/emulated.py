@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from uops.backends.gpu_emu import Dialect, EmulatedCompiler, EmulatedRuntime
+from uops.plugin import Dialect, EmulatedCompiler, EmulatedRuntime
 from uops_cuda import DEFAULT_ARCH
 from uops_cuda.renderer import CUDARenderer
 

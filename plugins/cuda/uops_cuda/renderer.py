@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import math
 
-from uops.dtypes import DType, PtrDType, dtypes
-from uops.ir.ops import Ops
-from uops.ir.rewrite import PatternMatcher, UPat
-from uops.ir.uop import UOp
-from uops.renderer.cstyle import (
+from uops.plugin import (
     CStyleRenderer,
+    DType,
+    Ops,
+    PatternMatcher,
+    PtrDType,
     RenderContext,
+    UOp,
+    UPat,
     alu_rules,
     cast_via_float,
+    dtypes,
     typed_reciprocal,
     workgroup_threads,
 )

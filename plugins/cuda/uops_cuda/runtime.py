@@ -16,8 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from uops.runtime import Allocator, Program, ProgramLoadError, Runtime, launch_dims
-from uops.runtime.elf import ElfError, check_device_image
+from uops.plugin import (
+    Allocator,
+    DeviceError,
+    ElfError,
+    OutOfMemoryError,
+    Program,
+    ProgramLoadError,
+    Runtime,
+    check_device_image,
+    launch_dims,
+)
 from uops_cuda.renderer import CUDARenderer
 
 __all__ = ["CUDAAllocator", "CUDAError", "CUDAProgram", "CUDARuntime", "device_arch"]
@@ -29,8 +38,12 @@ _LIMITS = CUDARenderer.global_max or (), CUDARenderer.local_max or ()
 _EM_CUDA = 190
 
 
-class CUDAError(RuntimeError):
-    """A CUDA driver call failed: which call, the driver's error name and its description."""
+class CUDAError(DeviceError):
+    """A CUDA driver call failed: which call, the driver's error name (``code``) and its description."""
+
+
+class CUDAOutOfMemoryError(CUDAError, OutOfMemoryError):
+    """The CUDA driver had no device memory left (CUDA_ERROR_OUT_OF_MEMORY)."""
 
 
 def _driver() -> Any:
@@ -48,7 +61,8 @@ def _check(ret: Any, call: str) -> Any:
         _, desc = drv.cuGetErrorString(err)
         n = name.decode() if isinstance(name, bytes) else str(err)
         d = desc.decode() if isinstance(desc, bytes) else ""
-        raise CUDAError(f"{call} failed: {n}: {d}")
+        error = CUDAOutOfMemoryError if n == "CUDA_ERROR_OUT_OF_MEMORY" else CUDAError
+        raise error(f"{call} failed: {n}: {d}", device="CUDA", call=call, code=n)
     if not rest:
         return None
     return rest[0] if len(rest) == 1 else tuple(rest)

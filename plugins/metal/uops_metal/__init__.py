@@ -17,13 +17,11 @@ import functools
 import os
 import sys
 
-from uops.plugins import Backend, hookimpl
-from uops.plugins.probes import emulation_probe, which
+from uops.plugin import Backend, emulation_probe, hookimpl, which
 
 TYPE_CHECKING = False  # typing is not imported at run time: it would cost every start ~5 ms
 if TYPE_CHECKING:
-    from uops.compiler import Compiler
-    from uops.runtime import Runtime
+    from uops.plugin import Compiler, Runtime
     from uops_metal.renderer import MetalRenderer
 
 __version__ = "0.1.0"
@@ -63,7 +61,7 @@ def _probe_check() -> str | None:
     """METAL_EMU needs the clang that checks MSL: it also builds the kernels for the host."""
     if not os.environ.get("UOPS_METAL_CLANG") and _versioned_checker_on_path():
         return None
-    from uops.compiler import CompilerUnavailableError
+    from uops.plugin import CompilerUnavailableError
     from uops_metal.compiler import checker
 
     try:
@@ -126,6 +124,7 @@ def uops_backends() -> list[Backend]:
             probe_runtime=_probe_runtime,
             targets=TARGETS,
             priority=80,
+            plugin_api=(1, 1),  # the uops.plugin API this release is built for
         ),
         Backend(
             device="METAL_EMU",
@@ -136,5 +135,6 @@ def uops_backends() -> list[Backend]:
             probe_runtime=emulation_probe,
             targets=TARGETS,
             priority=20,
+            plugin_api=(1, 1),  # the uops.plugin API this release is built for
         ),
     ]

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from uops.compiler import CompileError, Compiler, CompilerUnavailableError
+from uops.plugin import CompileError, Compiler, CompilerUnavailableError
 from uops_metal import CHECKER_CANDIDATES, DEFAULT_TARGET, MIN_CLANG
 from uops_metal import INSTALL_HINT as _INSTALL_HINT
 from uops_metal.renderer import parse_version

@@ -11,7 +11,7 @@ runs the MSL check first, so every emulated kernel is also proven to be MSL as f
 
 from __future__ import annotations
 
-from uops.backends.gpu_emu import Dialect, EmulatedCompiler, EmulatedRuntime
+from uops.plugin import Dialect, EmulatedCompiler, EmulatedRuntime
 from uops_metal import DEFAULT_TARGET
 from uops_metal.compiler import INCLUDE_DIR, MetalCompiler, checker
 from uops_metal.renderer import INDEX_PARAMS, MetalRenderer

@@ -14,12 +14,21 @@ from __future__ import annotations
 
 import math
 
-from uops.dtypes import DType, PtrDType, dtypes
-from uops.ir.ops import Ops
-from uops.ir.rewrite import PatternMatcher, UPat
-from uops.ir.uop import UOp
-from uops.renderer import DTypeNotSupportedError
-from uops.renderer.cstyle import CStyleRenderer, RenderContext, alu_rules, cast_via_float, typed_reciprocal
+from uops.plugin import (
+    CStyleRenderer,
+    DType,
+    DTypeNotSupportedError,
+    Ops,
+    PatternMatcher,
+    PtrDType,
+    RenderContext,
+    UOp,
+    UPat,
+    alu_rules,
+    cast_via_float,
+    dtypes,
+    typed_reciprocal,
+)
 from uops_metal import DEFAULT_TARGET, TARGETS
 
 __all__ = ["INDEX_PARAMS", "MetalRenderer", "parse_version"]

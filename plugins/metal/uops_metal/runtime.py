@@ -20,8 +20,7 @@ import sys
 import threading
 from typing import Any, Protocol
 
-from uops.compiler import CompileError
-from uops.runtime import Allocator, Program, ProgramLoadError, Runtime, launch_dims
+from uops.plugin import Allocator, CompileError, DeviceError, Program, ProgramLoadError, Runtime, launch_dims
 from uops_metal import NOT_MACOS
 from uops_metal.renderer import MetalRenderer
 
@@ -44,7 +43,7 @@ _PLUGIN = __name__.partition(".")[0]
 _LIMITS = MetalRenderer.global_max or (), MetalRenderer.local_max or ()
 
 
-class MetalError(RuntimeError):
+class MetalError(DeviceError):
     """A Metal call failed: which call and Metal's description of the error."""
 
 

@@ -67,12 +67,12 @@ def heavy_imports(new: list[str], module: str) -> list[str]:
     bad = []
     for name in new:
         top = name.split(".")[0]
-        if name in own or name.startswith("uops.plugins"):
+        if name in own or name == "uops.plugin" or name.startswith("uops.plugins"):
             continue
         if name.startswith(module + "."):
             bad.append(f"{name} (its renderer/compiler/runtime modules load when the device is first used)")
         elif top == "uops":
-            bad.append(f"{name} (a core module beyond uops.plugins)")
+            bad.append(f"{name} (a core module beyond uops.plugin and the plugins layer)")
         elif top == "pluggy":
             bad.append(f"{name} (choosing a device does without pluggy: mark the hook with uops.plugins.hookimpl)")
         elif top not in sys.stdlib_module_names:
@@ -168,3 +168,24 @@ def test_the_device_is_described_by_its_status_row(device: str) -> None:
     assert row.status == "ok" and row.compile_ok and row.runtime_ok, row
     assert row.targets, f"{device} lists no compile targets (Backend.targets)"
     assert row.distribution or row.builtin, f"{device}: no distribution owns {row.module}"
+
+
+def test_plugin_imports_only_the_plugin_api(device: str) -> None:
+    """Every ``uops`` import in the plugin's package is from `uops.plugin` (read from the source: modules that
+    load only when the device is used are checked too). A plugin built for plugin API 1.0 may keep the paths
+    of uops 0.1 during their deprecation window: they are reported as warnings, not failed."""
+    import warnings
+
+    from uops.plugins.api import LEGACY_API, PUBLIC_MODULE
+    from uops.plugins.imports import package_files, plugin_api_problems
+
+    module = plugin_module(device)
+    if module.startswith("uops."):
+        pytest.skip(f"{device} is built into the core ({module}), which is not held to the plugin API")
+    files = package_files(module)
+    assert files, f"the source of {module} was not found (the kit reads it to check its imports)"
+    declared = Device[device].backend.plugin_api
+    errors, deprecated = plugin_api_problems(files, legacy=(declared or LEGACY_API) == LEGACY_API)
+    for sentence in deprecated:
+        warnings.warn(f"{device}: {sentence}", DeprecationWarning, stacklevel=1)
+    assert not errors, f"{module} imports core modules beyond {PUBLIC_MODULE}:\n  " + "\n  ".join(errors)

@@ -1,0 +1,5 @@
+"""Deprecated: uops 0.1's path of what is now `uops.ir.rewrite`: import from `uops.plugin` (CHANGELOG.md)."""
+
+from uops.plugins.aliases import alias_getattr
+
+__getattr__ = alias_getattr(__name__)
