@@ -2,7 +2,9 @@
 
 Tensor-level nodes are UOps: ``BUFFER`` (arg ``(device, size, uid)``), ``VIEW`` (arg a
 ``ShapeTracker``), ``CONST`` (shape ``()``), ALU ops and ``CAST``, ``REDUCE_AXIS`` (arg
-``(op, axes)``, keepdim shape), ``CONTIGUOUS`` and ``COPY`` (arg: target device).
+``(op, axes)``, keepdim shape), ``CONTIGUOUS``, ``COPY`` (arg: target device) and ``BIND`` (a
+``DEFINE_VAR`` with its value, shape ``()``: the kernel reads the variable, the launch passes the value,
+so one compiled kernel and one cached plan serve every value).
 
 Before fusion, reductions are lowered: a reduction of a value that is the same everywhere (a
 constant, broadcast) folds to a constant (``size * value`` for a sum), and one over more than
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from uops.compiler import positive_int_from_env
 from uops.compiler.cache import LRU
 from uops.dtypes import DType, dtypes, truncate
+from uops.errors import UopsError
 from uops.ir.alu import eval_scalar
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
@@ -126,6 +129,7 @@ class ScheduleItem:
     bufs: tuple[UOp, ...]
     ast: UOp | None = None
     outputs: tuple[UOp, ...] = field(default_factory=tuple)  # the lazy nodes this item realizes
+    var_vals: dict[str, int] = field(default_factory=dict)  # the bound variables' values for the launch
 
     def __repr__(self) -> str:
         if self.kind == "copy":
@@ -417,6 +421,8 @@ class _KernelBuilder:
             return done(self.load(n, ShapeTracker.from_shape((n.arg[1],)), idxs, valid))
         if n.op is Ops.CONST:
             return done(n)
+        if n.op is Ops.BIND:
+            return done(n.src[0])
         if n.op is Ops.REDUCE_AXIS:
             op, axes = n.arg
             sshape = shape_of(n.src[0])
@@ -458,6 +464,7 @@ class Schedule:
     items: list[ScheduleItem]
     root_views: list[UOp]  # per root (in the order given): the VIEW(BUFFER) holding its value
     done: dict[UOp, UOp]  # every lazy node made a buffer -> its VIEW(BUFFER); registered after running
+    var_vals: dict[str, int] = field(default_factory=dict)  # bound variable name -> value, for the launches
 
 
 def _build_schedule(roots: list[UOp], default_device: str) -> tuple[Schedule, list[UOp]]:
@@ -534,7 +541,7 @@ def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...
     A realized node is an input (its value's view and buffer slot). What lowering looks at below it (whether
     it is one value everywhere) is not in the key: a graph that lowering or substitution rewrites has new
     roots, and ``_to_plan`` makes no plan for it."""
-    nodes = UOp.sink(*roots).toposort(gate=lambda x: x not in realized)
+    nodes = UOp.sink(*roots).toposort(gate=lambda x: x.op is not Ops.BIND and x not in realized)
     pos: dict[UOp, int] = {}
     slots: dict[UOp, int] = {}
     inputs: list[UOp] = []
@@ -555,6 +562,8 @@ def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...
             entries.append(("R", r.arg, slot(r.src[0])))
         elif n.op is Ops.BUFFER:
             entries.append(("B", slot(n)))
+        elif n.op is Ops.BIND:
+            entries.append(("V", n.src[0]))  # the variable, not its value: every value shares the plan
         elif not n.src:
             entries.append(n)  # hash-consed: the node is its own structure (a CONST's value, -0.0 included)
         else:
@@ -589,6 +598,31 @@ def _to_plan(sched: Schedule, made: list[UOp], nodes: list[UOp], inputs: list[UO
     return _Plan(len(inputs), fresh, tuple(items), tuple(views), tuple(done))  # type: ignore[arg-type]
 
 
+class VariableBindingError(UopsError, ValueError):
+    """One variable is bound to two different values in one computation."""
+
+
+def _bound_values(nodes: list[UOp]) -> dict[str, int]:
+    """The value of each variable bound (``BIND``) among ``nodes``."""
+    out: dict[str, int] = {}
+    for n in nodes:
+        if n.op is Ops.BIND:
+            name, value = n.src[0].arg[0], int(n.src[1].arg)
+            if out.setdefault(name, value) != value:
+                raise VariableBindingError(
+                    f"variable {name!r} is bound to {out[name]} and to {value} in one computation; bind it once"
+                )
+    return out
+
+
+def _with_values(sched: Schedule, var_vals: dict[str, int]) -> Schedule:
+    if var_vals:
+        sched.var_vals = var_vals
+        for it in sched.items:
+            it.var_vals = var_vals
+    return sched
+
+
 def _from_plan(plan: _Plan, nodes: list[UOp], inputs: list[UOp]) -> Schedule:
     bufs = inputs + [new_buffer(device, size, dtype) for device, size, dtype in plan.fresh]
 
@@ -609,11 +643,12 @@ def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
     Why a plan cache: a repeated computation on new buffers of the same shapes, dtypes and devices has
     the same structure, so its kernels are those of the first time; only the buffers change."""
     key, nodes, inputs = _graph_key(roots, default_device)
+    var_vals = _bound_values(nodes)
     plan = _plans.get(key)
     if plan is not None:
-        return _from_plan(plan, nodes, inputs)
+        return _with_values(_from_plan(plan, nodes, inputs), var_vals)
     sched, made = _build_schedule(roots, default_device)
     plan = _to_plan(sched, made, nodes, inputs)
     if plan is not None:
         _plans.put(key, plan)
-    return sched
+    return _with_values(sched, var_vals)
