@@ -509,7 +509,8 @@ def _build_schedule(roots: list[UOp], default_device: str) -> tuple[Schedule, li
         else:
             views.append(buffer_view(bufmap[r], shape_of(r)))
     done = {n: buffer_view(bufmap[n], shape_of(n)) for n in order}
-    return Schedule(items, views, done), list(bufmap.values())
+    nodes = UOp.sink(*roots).toposort(gate=lambda x: x.op is not Ops.BIND and x not in realized)
+    return _with_values(Schedule(items, views, done), _bound_values(nodes)), list(bufmap.values())
 
 
 #: (dtype, buffer reference, ShapeTracker) of a VIEW(BUFFER), or ShapeTracker None for the BUFFER itself
@@ -643,12 +644,11 @@ def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
     Why a plan cache: a repeated computation on new buffers of the same shapes, dtypes and devices has
     the same structure, so its kernels are those of the first time; only the buffers change."""
     key, nodes, inputs = _graph_key(roots, default_device)
-    var_vals = _bound_values(nodes)
     plan = _plans.get(key)
     if plan is not None:
-        return _with_values(_from_plan(plan, nodes, inputs), var_vals)
+        return _with_values(_from_plan(plan, nodes, inputs), _bound_values(nodes))
     sched, made = _build_schedule(roots, default_device)
     plan = _to_plan(sched, made, nodes, inputs)
     if plan is not None:
         _plans.put(key, plan)
-    return _with_values(sched, var_vals)
+    return sched
