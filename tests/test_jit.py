@@ -174,6 +174,17 @@ def test_reading_data_on_the_host_while_capturing_is_refused():
         g(Tensor(x))
 
 
+def test_random_numbers_drawn_while_capturing_are_refused():
+    f = uops.jit(lambda x: x + Tensor.rand(*x.shape))
+    f(Tensor(rand(3)))
+    with pytest.raises(JitError, match="drew random numbers"):
+        f(Tensor(rand(3)))
+    g = uops.jit(lambda x, noise: x + noise)  # drawn outside: a new input every call
+    for _ in range(3):
+        x, noise = Tensor(rand(3)), Tensor.rand(3)
+        np.testing.assert_allclose(g(x, noise).numpy(), x.numpy() + noise.numpy())
+
+
 def test_numpy_and_unhashable_arguments_are_refused():
     f = uops.jit(lambda x, extra: x + 1)
     with pytest.raises(JitError, match="numpy array"):

@@ -19,7 +19,8 @@ What is replayed:
 
 What cannot be replayed is refused: reading data back to the host while capturing (``.numpy()``,
 ``.item()``, ``bool(t)``: a Python value derived from data would be frozen at its captured value)
-and numpy arrays as arguments (their data would be frozen as constants) raise ``JitError``.
+numpy arrays as arguments (their data would be frozen as constants) and random numbers drawn inside
+(``Tensor.rand`` draws on the host: a replay would repeat them) raise ``JitError``.
 ``UOPS_DEBUG=2`` prints each capture and replay.
 """
 
@@ -38,6 +39,7 @@ from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
 from . import realize as _realize
+from . import rng as _rng
 from .realize import _buffers, debug_level, device_handle, get_buffer
 from .schedule import new_buffer, realized
 from .tensor import Tensor
@@ -367,9 +369,16 @@ class Jit(Generic[R]):
 
     def _capture(self, call: _Call) -> Any:
         rec = _Recorder()
+        draws = _rng._State.counter
         _realize.recorder = rec
         try:
             ret = self.fn(*call.args, **call.kwargs)
+            if _rng._State.counter != draws:
+                raise JitError(
+                    f"{self.name} drew random numbers (Tensor.rand/randn/uniform) while being captured: they are "
+                    f"drawn on the host, so every replay would repeat the captured ones; draw them outside and "
+                    f"pass them in as an argument"
+                )
             leaves: list[Any] = []
             tree = _flatten(ret, leaves)
             outs = [leaf for leaf in leaves if isinstance(leaf, Tensor)]
