@@ -146,7 +146,9 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.steps: list[tuple[Any, ...]] = []
-        self.made: dict[int, bool] = {}  # id(Buffer) allocated while capturing -> whether host data was put in it
+        # id(Buffer) allocated while capturing -> (it, whether host data was put in it); holding each Buffer keeps
+        # its id from being reused by another one during the capture
+        self.made: dict[int, tuple[Any, bool]] = {}
         self.first_write: dict[int, bool] = {}  # id(Buffer) -> whether its first use was a (whole) write
         self.written: dict[int, Any] = {}  # id(Buffer) -> Buffer, for every buffer a step writes
 
@@ -156,7 +158,7 @@ class _Recorder:
             self.written[id(buf)] = buf
 
     def allocated(self, buf: Any, data: np.ndarray | None) -> None:
-        self.made[id(buf)] = data is not None
+        self.made[id(buf)] = (buf, data is not None)
 
     def launch(
         self,
@@ -209,7 +211,8 @@ class _Captured:
             i = id(buf)
             if i in inputs or i in out_slot:
                 continue
-            if rec.made.get(i) is False and rec.first_write.get(i) and i in rec.written:
+            made = rec.made.get(i)
+            if made is not None and not made[1] and rec.first_write.get(i) and i in rec.written:
                 out_slot[i] = len(self.fresh)
                 self.fresh.append((buf.device, buf.size, buf.dtype))
 
@@ -308,7 +311,7 @@ def _realize_buffer(device: str, size: int, dtype: Any) -> Any:
 def _forget_realized(written: dict[int, Any]) -> None:
     """Drop the scheduler's memory of lazy nodes whose values live in buffers that replays overwrite: a later
     graph with those nodes must compute them again, not read whatever the last replay left there."""
-    stale = [n for n, v in list(realized.items()) if id(_buffers.get(v.src[0])) in written]
+    stale = [n for n, v in list(realized.items()) if id(_buffers.get(v.src[0] if v.src else v)) in written]
     for n in stale:
         realized.pop(n, None)
 
