@@ -42,25 +42,23 @@ def _gpt_module() -> Any:
 # ----- one decoder per framework: decode(steps) generates from the current state and returns the tokens -----
 
 
-def _uops_decoder(gpt: Any, cfg: Any, w: dict[str, np.ndarray], device: str) -> Callable[[int, int], list[int]]:
+def _uops_decoder(gpt: Any, cfg: Any, w: dict[str, np.ndarray], device: str) -> Callable[[int, list[int]], list[int]]:
     from uops import Tensor
 
     model = gpt.GPT(cfg, w, device)
-    flat = [t for kv in model.cache for t in kv]
 
-    def decode(start: int, steps: int) -> list[int]:
-        nonlocal flat
-        token = Tensor(np.array([1], np.int32), device=device)
-        out = []
-        for p in range(start, start + steps):
-            token, _, *flat = model.step(token, model.pos.bind(p, device=device), *flat)
-            out.append(int(token.item()))
+    def decode(start: int, prompt: list[int], steps: int = 0) -> list[int]:
+        nxt, _ = model.run(Tensor(np.array(prompt, np.int32), device=device), start)
+        out = [int(nxt.item())]
+        for p in range(start + len(prompt), start + len(prompt) + steps):
+            nxt, _ = model.run(nxt, p)
+            out.append(int(nxt.item()))
         return out
 
     return decode
 
 
-def _tinygrad_decoder(cfg: Any, w: dict[str, np.ndarray]) -> Callable[[int, int], list[int]] | None:
+def _tinygrad_decoder(cfg: Any, w: dict[str, np.ndarray]) -> Callable[[int, list[int]], list[int]] | None:
     try:
         from tinygrad import Tensor as TT
         from tinygrad import TinyJit, UOp
@@ -73,42 +71,47 @@ def _tinygrad_decoder(cfg: Any, w: dict[str, np.ndarray]) -> Callable[[int, int]
     def ln(x: Any, g: Any, b: Any) -> Any:
         return x.layernorm(eps=1e-5) * g + b
 
-    @TinyJit
-    def step(tok: Any, pos: Any) -> Any:
-        x = tw["wte.weight"][tok] + tw["wpe.weight"].shrink(((pos, pos + 1), None))  # (1, d)
+    def forward(tok: Any, pos: Any) -> Any:
+        t = tok.shape[0]
+        x = tw["wte.weight"][tok] + tw["wpe.weight"].shrink(((pos, pos + t), None))  # (T, d)
+        mask = TT.full((t, t), -math.inf).triu(1).pad((None, (pos, 0))) if t > 1 else None
         for i in range(cfg.layers):
             p = f"h.{i}."
             a = ln(x, tw[p + "ln_1.weight"], tw[p + "ln_1.bias"]).linear(
                 tw[p + "attn.c_attn.weight"].T, tw[p + "attn.c_attn.bias"]
             )
-            q, k, v = (a[:, j * d : (j + 1) * d].reshape(1, h, hd).transpose(0, 1) for j in range(3))
-            caches[i][:, :, pos : pos + 1, :].assign(TT.stack(k, v)).realize()
-            keys, values = caches[i][0, :, 0 : pos + 1, :], caches[i][1, :, 0 : pos + 1, :]
-            att = (q @ keys.transpose(-1, -2) * (1.0 / math.sqrt(hd))).softmax(-1) @ values  # (h, 1, hd)
-            o = att.transpose(0, 1).reshape(1, d)
+            q, k, v = (a[:, j * d : (j + 1) * d].reshape(t, h, hd).transpose(0, 1) for j in range(3))
+            caches[i][:, :, pos : pos + t, :].assign(TT.stack(k, v)).realize()
+            keys, values = caches[i][0, :, 0 : pos + t, :], caches[i][1, :, 0 : pos + t, :]
+            s = q @ keys.transpose(-1, -2) * (1.0 / math.sqrt(hd))
+            att = (s if mask is None else s + mask).softmax(-1) @ values  # (h, T, hd)
+            o = att.transpose(0, 1).reshape(t, d)
             x = x + o.linear(tw[p + "attn.c_proj.weight"].T, tw[p + "attn.c_proj.bias"])
             m = ln(x, tw[p + "ln_2.weight"], tw[p + "ln_2.bias"]).linear(
                 tw[p + "mlp.c_fc.weight"].T, tw[p + "mlp.c_fc.bias"]
             )
             x = x + m.gelu().linear(tw[p + "mlp.c_proj.weight"].T, tw[p + "mlp.c_proj.bias"])
-        x = ln(x, tw["ln_f.weight"], tw["ln_f.bias"])
+        x = ln(x[t - 1 :], tw["ln_f.weight"], tw["ln_f.bias"])
         return (x @ tw["wte.weight"].T).argmax(-1).realize()
 
+    step, prefill = TinyJit(forward), TinyJit(forward)
     var = UOp.variable("pos", 0, ctx - 1)
 
-    def decode(start: int, steps: int) -> list[int]:
-        tok = TT([1]).realize()
-        out = []
-        for p in range(start, start + steps):
-            tok = step(tok, var.bind(p))
+    def decode(start: int, prompt: list[int], steps: int = 0) -> list[int]:
+        if len(prompt) > 1:  # a prefill is only ever at position 0 here: a constant, not a variable
+            tok = prefill(TT(prompt).realize(), start)
+        else:
+            tok = step(TT(prompt).realize(), var.bind(start))
+        out = [int(tok.item())]
+        for p in range(start + len(prompt), start + len(prompt) + steps):
+            tok = step(TT([out[-1]]).realize(), var.bind(p))
             out.append(int(tok.item()))
-            tok = TT([out[-1]]).realize()
         return out
 
     return decode
 
 
-def _torch_decoder(cfg: Any, w: dict[str, np.ndarray]) -> Callable[[int, int], list[int]] | None:
+def _torch_decoder(cfg: Any, w: dict[str, np.ndarray]) -> Callable[[int, list[int]], list[int]] | None:
     try:
         import torch
     except ImportError:
@@ -119,29 +122,30 @@ def _torch_decoder(cfg: Any, w: dict[str, np.ndarray]) -> Callable[[int, int], l
     f = torch.nn.functional
 
     @torch.inference_mode()
-    def step(tok: int, pos: int) -> int:
-        x = tw["wte.weight"][tok : tok + 1] + tw["wpe.weight"][pos : pos + 1]
+    def forward(tokens: list[int], pos: int) -> int:
+        t = len(tokens)
+        x = tw["wte.weight"][torch.tensor(tokens)] + tw["wpe.weight"][pos : pos + t]
+        mask = torch.full((t, pos + t), -math.inf).triu(pos + 1)
         for i in range(cfg.layers):
             p = f"h.{i}."
             a = f.layer_norm(x, (d,), tw[p + "ln_1.weight"], tw[p + "ln_1.bias"], 1e-5)
             a = a @ tw[p + "attn.c_attn.weight"] + tw[p + "attn.c_attn.bias"]
-            q, k, v = (a[:, j * d : (j + 1) * d].reshape(1, h, hd).transpose(0, 1) for j in range(3))
-            caches[i][0, :, pos : pos + 1] = k
-            caches[i][1, :, pos : pos + 1] = v
-            keys, values = caches[i][0, :, : pos + 1], caches[i][1, :, : pos + 1]
-            att = torch.softmax(q @ keys.transpose(-1, -2) / math.sqrt(hd), -1) @ values
-            x = x + att.transpose(0, 1).reshape(1, d) @ tw[p + "attn.c_proj.weight"] + tw[p + "attn.c_proj.bias"]
+            q, k, v = (a[:, j * d : (j + 1) * d].reshape(t, h, hd).transpose(0, 1) for j in range(3))
+            caches[i][0, :, pos : pos + t] = k
+            caches[i][1, :, pos : pos + t] = v
+            keys, values = caches[i][0, :, : pos + t], caches[i][1, :, : pos + t]
+            att = torch.softmax(q @ keys.transpose(-1, -2) / math.sqrt(hd) + mask, -1) @ values
+            x = x + att.transpose(0, 1).reshape(t, d) @ tw[p + "attn.c_proj.weight"] + tw[p + "attn.c_proj.bias"]
             m = f.layer_norm(x, (d,), tw[p + "ln_2.weight"], tw[p + "ln_2.bias"], 1e-5)
             m = f.gelu(m @ tw[p + "mlp.c_fc.weight"] + tw[p + "mlp.c_fc.bias"], approximate="tanh")
             x = x + m @ tw[p + "mlp.c_proj.weight"] + tw[p + "mlp.c_proj.bias"]
-        x = f.layer_norm(x, (d,), tw["ln_f.weight"], tw["ln_f.bias"], 1e-5)
+        x = f.layer_norm(x[t - 1 :], (d,), tw["ln_f.weight"], tw["ln_f.bias"], 1e-5)
         return int((x @ tw["wte.weight"].T).argmax(-1).item())
 
-    def decode(start: int, steps: int) -> list[int]:
-        tok, out = 1, []
-        for p in range(start, start + steps):
-            tok = step(tok, p)
-            out.append(tok)
+    def decode(start: int, prompt: list[int], steps: int = 0) -> list[int]:
+        out = [forward(prompt, start)]
+        for p in range(start + len(prompt), start + len(prompt) + steps):
+            out.append(forward([out[-1]], p))
         return out
 
     return decode
@@ -178,43 +182,61 @@ def replay_overhead(device: str, chain: int, runs: int) -> tuple[float, float]:
     return best_jit / chain, best_eager / chain
 
 
+def _report(best: dict[str, float], fmt: Callable[[float], str]) -> None:
+    for name, t in best.items():
+        vs = "" if name == "uops" else f"   uops is {t / best['uops']:.2f}x {name}"
+        print(f"  {name:9s} {fmt(t)}{vs}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="CPU")
     p.add_argument("--steps", type=int, default=32, help="decode steps per timed round")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--chain", type=int, default=200, help="kernels in the replay-overhead chain")
+    p.add_argument("--prefill", type=int, default=None, help="prompt length of the prefill (default: the context)")
     p.add_argument("--small", action="store_true", help="a 2-layer, 128-wide model (a quick look)")
     args = p.parse_args(argv)
     gpt = _gpt_module()
     cfg = gpt.Config(2, 2, 128, 1024, 128) if args.small else gpt.Config(6, 6, 384, 4096, 256)
     if 3 + args.runs * args.steps > cfg.context:
         p.error(f"--runs x --steps must fit the context ({cfg.context}) after 3 warm-up steps")
+    args.prefill = args.prefill or cfg.context
+    if not 1 < args.prefill <= cfg.context:
+        p.error(f"--prefill must be in [2, {cfg.context}]")
     w = gpt.random_weights(cfg, seed=0)
-    decoders: dict[str, Callable[[int, int], list[int]]] = {"uops": _uops_decoder(gpt, cfg, w, args.device)}
+    decoders: dict[str, Callable[..., list[int]]] = {"uops": _uops_decoder(gpt, cfg, w, args.device)}
     tg = _tinygrad_decoder(cfg, w) if args.device == "CPU" else None
     if tg is not None:
         decoders["tinygrad"] = tg
     th = _torch_decoder(cfg, w) if args.device == "CPU" else None
     if th is not None:
         decoders["torch"] = th
+    print("(a shared machine: other jobs slow some rounds; each number is the best round)")
     print(f"decode, {cfg} on {args.device}: tokens/s, best of {args.runs} rounds of {args.steps} steps")
-    best = dict.fromkeys(decoders, math.inf)
-    tokens: dict[str, list[int]] = {k: [] for k in decoders}
-    for name, dec in decoders.items():
-        tokens[name] += dec(0, 3)  # warm-up: compile, capture
+    tokens: dict[str, list[int]] = {k: dec(0, [1], 2) for k, dec in decoders.items()}  # warm-up: compile, capture
     pos = 3
+    best = dict.fromkeys(decoders, math.inf)
     for _ in range(args.runs):
         for name, dec in decoders.items():
             t0 = time.perf_counter()
-            tokens[name] += dec(pos, args.steps)
+            tokens[name] += dec(pos, tokens[name][-1:], args.steps - 1)
             best[name] = min(best[name], time.perf_counter() - t0)
         pos += args.steps
-    for name in decoders:
-        rate = args.steps / best[name]
-        vs = "" if name == "uops" else f"   uops is {best[name] / best['uops']:.2f}x {name}"
-        print(f"  {name:9s} {rate:8.1f} tokens/s{vs}")
+    _report(best, lambda t: f"{args.steps / t:8.1f} tokens/s")
     agree = all(t == tokens["uops"] for t in tokens.values())
+    n = args.prefill
+    prompt = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, n)]
+    print(f"prefill of {n} tokens: ms, best of {args.runs} after 2 warm-up calls")
+    first = {k: [dec(0, prompt), dec(0, prompt)] for k, dec in decoders.items()}
+    best = dict.fromkeys(decoders, math.inf)
+    for _ in range(args.runs):
+        for name, dec in decoders.items():
+            t0 = time.perf_counter()
+            first[name].append(dec(0, prompt)[0])
+            best[name] = min(best[name], time.perf_counter() - t0)
+    _report(best, lambda t: f"{t * 1e3:8.1f} ms")
+    agree = agree and all(v == first["uops"] for v in first.values())
     print(f"  tokens agree across frameworks: {agree}")
     per_kernel, per_op = replay_overhead(args.device, args.chain, max(args.runs, 5))
     print(

@@ -5,9 +5,10 @@
 
 The weights are read from a safetensors file with GPT-2's tensor names (``wte.weight``,
 ``h.0.attn.c_attn.weight``, ...; GPT-2's Conv1D layout, ``x @ W``); when the file does not exist it is
-written first from a fixed seed. Each decode step is one jitted call: it reads the token and the
-position (a bound ``Variable``, so one capture serves every position), writes the step's keys and values
-into the KV cache and returns the next token; tokens/s is printed as it generates. ``--check`` runs the
+written first from a fixed seed. The prompt goes through the model in one call (the prefill); then each
+decode step is one jitted call: it reads the token and the position (a bound ``Variable``, so one capture
+serves every position), writes the step's keys and values into the KV cache and returns the next token;
+tokens/s is printed as it generates. ``--check`` runs the
 same model in numpy (no cache: the whole sequence at every step) and compares the first 32 tokens
 (identical) and the final logits (within 1e-3); it exits non-zero when they differ.
 """
@@ -140,20 +141,22 @@ class GPT:
         self.vocab_ids = Tensor.arange(cfg.vocab, dtype="int32", device=device).reshape(1, cfg.vocab).realize()
         self.positions = Tensor.arange(cfg.context, dtype="int32", device=device).realize()
 
-    def attention(self, x: Tensor, i: int, pos: Tensor) -> Tensor:
+    def attention(self, x: Tensor, i: int, here: Tensor, seen: Tensor, written: Tensor) -> Tensor:
+        """Causal self-attention of ``x`` (T, d) over the cache, after writing the T new keys and values into it.
+
+        ``here`` (ctx, T) is 1 where cache row r holds token t, ``seen`` (T, ctx) where token t may attend to
+        row r, ``written`` (ctx, 1) where a row is written now."""
         cfg, w = self.cfg, self.w
         p = f"h.{i}.attn."
-        h, hd, ctx = cfg.heads, cfg.head_dim, cfg.context
-        qkv = x.linear(w[p + "c_attn.weight"], w[p + "c_attn.bias"])  # (1, 3d)
-        q, k, v = (qkv[:, j * cfg.width : (j + 1) * cfg.width].reshape(h, 1, hd) for j in range(3))
-        here = (self.positions == pos).reshape(1, ctx, 1)
+        h, hd, t = cfg.heads, cfg.head_dim, x.shape[0]
+        qkv = x.linear(w[p + "c_attn.weight"], w[p + "c_attn.bias"])  # (T, 3d)
+        q, k, v = (qkv[:, j * cfg.width : (j + 1) * cfg.width].reshape(t, h, hd).transpose(0, 1) for j in range(3))
         k_cache, v_cache = self.cache[i]
-        keys = here.where(k, k_cache).contiguous()
-        values = here.where(v, v_cache).contiguous()
+        keys = written.where(here @ k, k_cache).contiguous()  # (h, ctx, hd)
+        values = written.where(here @ v, v_cache).contiguous()
         self.cache[i] = (keys, values)
-        scores = (q @ keys.transpose(-1, -2)) * (1.0 / math.sqrt(hd))  # (h, 1, ctx)
-        scores = (self.positions <= pos).reshape(1, 1, ctx).where(scores, -math.inf)
-        out = (scores.softmax(-1).contiguous() @ values).reshape(1, cfg.width)
+        scores = seen.where((q @ keys.transpose(-1, -2)) * (1.0 / math.sqrt(hd)), -math.inf)  # (h, T, ctx)
+        out = (scores.softmax(-1).contiguous() @ values).transpose(0, 1).reshape(t, cfg.width)
         return out.linear(w[p + "c_proj.weight"], w[p + "c_proj.bias"])
 
     def mlp(self, x: Tensor, i: int) -> Tensor:
@@ -161,44 +164,55 @@ class GPT:
         h = x.linear(w[p + "c_fc.weight"], w[p + "c_fc.bias"]).gelu().contiguous()
         return h.linear(w[p + "c_proj.weight"], w[p + "c_proj.bias"])
 
-    def forward(self, token: Tensor, pos: Tensor, *cache: Tensor) -> tuple[Tensor, ...]:
-        """The next token and the logits after ``token`` at position ``pos``, and the updated cache."""
-        w = self.w
-        self.cache = [(cache[2 * i], cache[2 * i + 1]) for i in range(self.cfg.layers)]
-        onehot = (self.vocab_ids == token.reshape(1, 1)).where(1.0, 0.0)
-        x = onehot @ w["wte.weight"] + (self.positions == pos).where(1.0, 0.0).reshape(1, -1) @ w["wpe.weight"]
-        for i in range(self.cfg.layers):
-            x = x + self.attention(layer_norm(x, w[f"h.{i}.ln_1.weight"], w[f"h.{i}.ln_1.bias"]), i, pos)
+    def forward(self, tokens: Tensor, start: Tensor, *cache: Tensor) -> tuple[Tensor, ...]:
+        """The next token and the logits after ``tokens`` (T,) at positions ``start``.., and the updated cache.
+
+        One token per call decodes; the whole prompt in one call is the prefill."""
+        w, cfg = self.w, self.cfg
+        t = tokens.shape[0]
+        self.cache = [(cache[2 * i], cache[2 * i + 1]) for i in range(cfg.layers)]
+        offsets = self.positions[:t] if t <= cfg.context else Tensor.arange(t, dtype="int32", device=self.device)
+        pos = (offsets + start).reshape(t, 1)  # each token's position
+        onehot = (self.vocab_ids == tokens.reshape(t, 1)).where(1.0, 0.0)
+        x = onehot @ w["wte.weight"] + (self.positions.reshape(1, -1) == pos).where(1.0, 0.0) @ w["wpe.weight"]
+        rows = self.positions.reshape(-1, 1)
+        here = (rows == pos.reshape(1, t)).where(1.0, 0.0)
+        seen = rows.reshape(1, -1) <= pos
+        written = (rows >= start) & (rows < start + t)
+        for i in range(cfg.layers):
+            x = x + self.attention(
+                layer_norm(x, w[f"h.{i}.ln_1.weight"], w[f"h.{i}.ln_1.bias"]), i, here, seen, written
+            )
             x = x + self.mlp(layer_norm(x, w[f"h.{i}.ln_2.weight"], w[f"h.{i}.ln_2.bias"]), i)
-        x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"])
-        logits = (x @ w["wte.weight"].T).reshape(self.cfg.vocab)
+        x = layer_norm(x[t - 1 :], w["ln_f.weight"], w["ln_f.bias"])
+        logits = (x @ w["wte.weight"].T).reshape(cfg.vocab)
         return (logits.argmax(0).reshape(1), logits, *(t for kv in self.cache for t in kv))
 
     step = uops.jit(forward)
 
+    def run(self, tokens: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """``step`` on the model's cache: the next token and the logits."""
+        flat = [t for kv in self.cache for t in kv]
+        nxt, logits, *flat = self.step(tokens, self.pos.bind(start, device=self.device), *flat)
+        self.cache = [(flat[2 * i], flat[2 * i + 1]) for i in range(self.cfg.layers)]
+        return nxt, logits
+
     def generate(self, prompt: list[int], n: int, log: bool = True) -> tuple[list[int], np.ndarray]:
-        """Greedy: the prompt one token per step, then ``n`` new tokens; returns them and the last logits."""
+        """Greedy: the prompt in one step (the prefill), then one step per new token; returns the ``n`` new tokens
+        and the last logits."""
         if len(prompt) + n > self.cfg.context:
             raise ValueError(f"{len(prompt)} prompt + {n} new tokens do not fit a context of {self.cfg.context}")
-        token = Tensor(np.array([prompt[0]], np.int32), device=self.device)
-        out: list[int] = []
-        logits = None
+        nxt, logits = self.run(Tensor(np.array(prompt, np.int32), device=self.device), 0)
+        out = [int(nxt.item())]
         t0 = time.perf_counter()
-        for p in range(len(prompt) + n - 1):
-            if p == 2:
+        for k in range(1, n):
+            if k == 3:  # decode calls 1 and 2 run the front end (the second one captured); from here they replay
                 t0 = time.perf_counter()
-            flat = [t for kv in self.cache for t in kv]
-            nxt, logits, *flat = self.step(token, self.pos.bind(p, device=self.device), *flat)
-            self.cache = [(flat[2 * i], flat[2 * i + 1]) for i in range(self.cfg.layers)]
-            if p + 1 < len(prompt):
-                token = Tensor(np.array([prompt[p + 1]], np.int32), device=self.device)
-                continue
-            token = nxt
+            nxt, logits = self.run(nxt, len(prompt) + k - 1)
             out.append(int(nxt.item()))
-            if log and (len(out) % 16 == 0 or len(out) == n) and p >= 2:
-                rate = (p - 1) / (time.perf_counter() - t0)
+            if log and k >= 3 and (len(out) % 16 == 0 or len(out) == n):
+                rate = (k - 2) / (time.perf_counter() - t0)
                 print(f"  {len(out):4d} tokens  {rate:8.1f} tokens/s (replayed steps)", flush=True)
-        assert logits is not None
         return out, logits.numpy()
 
 
@@ -278,9 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     tokens, logits = model.generate(prompt, args.tokens)
     dt = time.perf_counter() - t0
-    steps = len(prompt) + args.tokens - 1
     print(f"generated {tokens}")
-    print(f"{steps} steps in {dt:.2f} s, the first two building and capturing the step's kernels")
+    print(f"{args.tokens} tokens in {dt:.2f} s (the prefill and the first two decode steps build their kernels)")
     if not args.check:
         return 0
     want_tokens, want_logits = numpy_generate(cfg, weights, prompt, args.tokens)
