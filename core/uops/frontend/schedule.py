@@ -40,6 +40,8 @@ _uid = itertools.count()
 _shapes: weakref.WeakKeyDictionary[UOp, tuple[int, ...]] = weakref.WeakKeyDictionary()
 #: lazy node -> the VIEW(BUFFER) holding its value, once realized (kept while the node lives)
 realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+#: lazy node -> the same computation reading snapshots of buffers written in place since it was built
+rebased: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
 def new_buffer(device: str, size: int, dtype: DType) -> UOp:
@@ -155,6 +157,17 @@ def _substitute_realized(roots: list[UOp]) -> list[UOp]:
     if not mapping:
         return roots
     return list(graph_rewrite(UOp.sink(*roots).substitute(mapping), merge_views).src)
+
+
+def apply_rebased(roots: list[UOp]) -> list[UOp]:
+    """``roots`` with every node that read a buffer since written in place reading its snapshot instead."""
+    sink = UOp.sink(*roots)
+    while True:  # a replacement may hold nodes rebased after it was made: until none is left
+        gate = lambda x: x not in realized and x not in rebased  # noqa: E731
+        mapping = {n: rebased[n] for n in sink.toposort(gate=gate) if n in rebased}
+        if not mapping:
+            return list(sink.src)
+        sink = sink.substitute(mapping)
 
 
 #: VIEW(VIEW(x)) -> one VIEW (appears when a realized value replaces a lazy node under a view)
@@ -444,14 +457,18 @@ class _KernelBuilder:
             raise RuntimeError("internal: a COPY must be realized before a kernel reads it")
         return [(s, idxs, valid) for s in n.src], lambda xs: UOp(n.op, n.dtype, tuple(xs), n.arg)
 
-    def build(self, out_buf: UOp) -> tuple[UOp, tuple[UOp, ...]]:
+    def build(self, out_buf: UOp, out_st: ShapeTracker | None = None) -> tuple[UOp, tuple[UOp, ...]]:
+        """The kernel storing the root into ``out_buf``: contiguously, or through ``out_st`` (an in-place write)."""
         shape = shape_of(self.root)
         self.slot(out_buf)
         idxs = tuple(_c(0) if s == 1 else self.new_range(s, AxisType.GLOBAL) for s in shape)
         value = self.render(self.root, idxs, None)
         if value.dtype != self.root.dtype:
             value = value.cast(self.root.dtype)
-        lin = _lin([(i, st) for i, st in zip(idxs, strides_for(shape)) if st != 0], 0)
+        if out_st is not None:
+            lin = out_st.expr(idxs)[0]
+        else:
+            lin = _lin([(i, st) for i, st in zip(idxs, strides_for(shape)) if st != 0], 0)
         store = self.slot(out_buf).index(lin).store(value)
         bufs = tuple(sorted(self.slots, key=lambda b: self.slots[b]))
         return UOp.sink(store), bufs
@@ -467,8 +484,12 @@ class Schedule:
     var_vals: dict[str, int] = field(default_factory=dict)  # bound variable name -> value, for the launches
 
 
-def _build_schedule(roots: list[UOp], default_device: str) -> tuple[Schedule, list[UOp]]:
-    """Kernels and copies that realize ``roots``, and the buffers made for them in order."""
+def _build_schedule(
+    roots: list[UOp], default_device: str, into: tuple[UOp, ShapeTracker] | None = None
+) -> tuple[Schedule, list[UOp]]:
+    """Kernels and copies that realize ``roots``, and the buffers made for them in order.
+
+    ``into`` (a BUFFER and a view of it, one root): the last root is stored there instead of a new buffer."""
     roots = list(graph_rewrite(UOp.sink(*roots), lower_reduces).src)
     roots = _substitute_realized(roots)
     # a root that expands a computed value needs only that value as a buffer: the expanding view stays a view
@@ -494,11 +515,12 @@ def _build_schedule(roots: list[UOp], default_device: str) -> tuple[Schedule, li
                 items.append(ScheduleItem("copy", n.arg, (out, src_buf), None, (n,)))
             continue
         device = device_of(n) or default_device
-        out = new_buffer(device, size, n.dtype)
+        write = into is not None and n is targets[-1]
+        out = into[0] if write else new_buffer(device, size, n.dtype)  # type: ignore[index]
         bufmap[n] = out
         if size == 0:
             continue
-        ast, bufs = _KernelBuilder(bufmap, n).build(out)
+        ast, bufs = _KernelBuilder(bufmap, n).build(out, into[1] if write else None)  # type: ignore[index]
         items.append(ScheduleItem("kernel", device, bufs, ast, (n,)))
     views = []
     for r, tg in zip(roots, targets):
@@ -643,6 +665,8 @@ def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
 
     Why a plan cache: a repeated computation on new buffers of the same shapes, dtypes and devices has
     the same structure, so its kernels are those of the first time; only the buffers change."""
+    if rebased:
+        roots = apply_rebased(roots)
     key, nodes, inputs = _graph_key(roots, default_device)
     plan = _plans.get(key)
     if plan is not None:
