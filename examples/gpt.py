@@ -151,10 +151,9 @@ class GPT:
         h, hd, t = cfg.heads, cfg.head_dim, x.shape[0]
         qkv = x.linear(w[p + "c_attn.weight"], w[p + "c_attn.bias"])  # (T, 3d)
         q, k, v = (qkv[:, j * cfg.width : (j + 1) * cfg.width].reshape(t, h, hd).transpose(0, 1) for j in range(3))
-        k_cache, v_cache = self.cache[i]
-        keys = written.where(here @ k, k_cache).contiguous()  # (h, ctx, hd)
-        values = written.where(here @ v, v_cache).contiguous()
-        self.cache[i] = (keys, values)
+        keys, values = self.cache[i]  # (h, ctx, hd), written in place: each element reads only itself
+        keys.assign(written.where(here @ k, keys))
+        values.assign(written.where(here @ v, values))
         scores = seen.where((q @ keys.transpose(-1, -2)) * (1.0 / math.sqrt(hd)), -math.inf)  # (h, T, ctx)
         out = (scores.softmax(-1).contiguous() @ values).transpose(0, 1).reshape(t, cfg.width)
         return out.linear(w[p + "c_proj.weight"], w[p + "c_proj.bias"])
@@ -164,13 +163,12 @@ class GPT:
         h = x.linear(w[p + "c_fc.weight"], w[p + "c_fc.bias"]).gelu().contiguous()
         return h.linear(w[p + "c_proj.weight"], w[p + "c_proj.bias"])
 
-    def forward(self, tokens: Tensor, start: Tensor, *cache: Tensor) -> tuple[Tensor, ...]:
-        """The next token and the logits after ``tokens`` (T,) at positions ``start``.., and the updated cache.
+    def forward(self, tokens: Tensor, start: Tensor) -> tuple[Tensor, Tensor]:
+        """The next token and the logits after ``tokens`` (T,) at positions ``start``..; the cache is updated.
 
         One token per call decodes; the whole prompt in one call is the prefill."""
         w, cfg = self.w, self.cfg
         t = tokens.shape[0]
-        self.cache = [(cache[2 * i], cache[2 * i + 1]) for i in range(cfg.layers)]
         offsets = self.positions[:t] if t <= cfg.context else Tensor.arange(t, dtype="int32", device=self.device)
         pos = (offsets + start).reshape(t, 1)  # each token's position
         onehot = (self.vocab_ids == tokens.reshape(t, 1)).where(1.0, 0.0)
@@ -186,16 +184,13 @@ class GPT:
             x = x + self.mlp(layer_norm(x, w[f"h.{i}.ln_2.weight"], w[f"h.{i}.ln_2.bias"]), i)
         x = layer_norm(x[t - 1 :], w["ln_f.weight"], w["ln_f.bias"])
         logits = (x @ w["wte.weight"].T).reshape(cfg.vocab)
-        return (logits.argmax(0).reshape(1), logits, *(t for kv in self.cache for t in kv))
+        return logits.argmax(0).reshape(1), logits
 
     step = uops.jit(forward)
 
     def run(self, tokens: Tensor, start: int) -> tuple[Tensor, Tensor]:
-        """``step`` on the model's cache: the next token and the logits."""
-        flat = [t for kv in self.cache for t in kv]
-        nxt, logits, *flat = self.step(tokens, self.pos.bind(start, device=self.device), *flat)
-        self.cache = [(flat[2 * i], flat[2 * i + 1]) for i in range(self.cfg.layers)]
-        return nxt, logits
+        """``step`` at position ``start``: the next token and the logits."""
+        return self.step(tokens, self.pos.bind(start, device=self.device))
 
     def generate(self, prompt: list[int], n: int, log: bool = True) -> tuple[list[int], np.ndarray]:
         """Greedy: the prompt in one step (the prefill), then one step per new token; returns the ``n`` new tokens

@@ -152,6 +152,29 @@ def test_the_same_buffer_twice_is_a_different_signature():
     assert f.captures == 2
 
 
+def test_state_written_in_place_is_written_again_by_every_replay(no_scheduling):
+    total = Tensor(np.zeros(4, np.float32)).realize()
+    history = Tensor(np.zeros((6, 4), np.float32)).realize()
+
+    @uops.jit
+    def accumulate(x: Tensor, i: Tensor) -> Tensor:
+        total.assign(total + x)  # reads and writes its own buffer
+        row = (Tensor.arange(6) == i).reshape(6, 1)
+        history.assign(row.where(total.reshape(1, 4), history))
+        return total * 2
+
+    xs = [rand(4) for _ in range(6)]
+    i = Variable("i", 0, 5)
+    for k, x in enumerate(xs):
+        if k == 2:
+            no_scheduling()
+        out = accumulate(Tensor(x), i.bind(k))
+        np.testing.assert_allclose(out.numpy(), 2 * np.sum(xs[: k + 1], axis=0), rtol=1e-5)
+    assert accumulate.replays == 4
+    np.testing.assert_allclose(total.numpy(), np.sum(xs, axis=0), rtol=1e-5)
+    np.testing.assert_allclose(history.numpy(), np.cumsum(xs, axis=0), rtol=1e-5)
+
+
 def test_reading_data_on_the_host_while_capturing_is_refused():
     @uops.jit
     def f(x: Tensor) -> Tensor:
