@@ -149,7 +149,8 @@ class GPT:
         cfg, w = self.cfg, self.w
         p = f"h.{i}.attn."
         h, hd, t = cfg.heads, cfg.head_dim, x.shape[0]
-        qkv = x.linear(w[p + "c_attn.weight"], w[p + "c_attn.bias"])  # (T, 3d)
+        # realized first: the two in-place cache writes run now and would each compute it again
+        qkv = x.linear(w[p + "c_attn.weight"], w[p + "c_attn.bias"]).realize()  # (T, 3d)
         q, k, v = (qkv[:, j * cfg.width : (j + 1) * cfg.width].reshape(t, h, hd).transpose(0, 1) for j in range(3))
         keys, values = self.cache[i]  # (h, ctx, hd), written in place: each element reads only itself
         keys.assign(written.where(here @ k, keys))
@@ -181,7 +182,8 @@ class GPT:
             x = x + self.attention(
                 layer_norm(x, w[f"h.{i}.ln_1.weight"], w[f"h.{i}.ln_1.bias"]), i, here, seen, written
             )
-            x = x + self.mlp(layer_norm(x, w[f"h.{i}.ln_2.weight"], w[f"h.{i}.ln_2.bias"]), i)
+            # realized: the next layer's cache writes run eagerly and would otherwise compute this layer again
+            x = (x + self.mlp(layer_norm(x, w[f"h.{i}.ln_2.weight"], w[f"h.{i}.ln_2.bias"]), i)).realize()
         x = layer_norm(x[t - 1 :], w["ln_f.weight"], w["ln_f.bias"])
         logits = (x @ w["wte.weight"].T).reshape(cfg.vocab)
         return logits.argmax(0).reshape(1), logits
@@ -189,8 +191,10 @@ class GPT:
     step = uops.jit(forward)
 
     def run(self, tokens: Tensor, start: int) -> tuple[Tensor, Tensor]:
-        """``step`` at position ``start``: the next token and the logits."""
-        return self.step(tokens, self.pos.bind(start, device=self.device))
+        """``step`` at position ``start``: the next token and the logits (both realized: a plain call returns
+        them lazy, and reading one and then the other would compute the last layers twice)."""
+        nxt, logits = self.step(tokens, self.pos.bind(start, device=self.device))
+        return nxt.realize(logits), logits
 
     def generate(self, prompt: list[int], n: int, log: bool = True) -> tuple[list[int], np.ndarray]:
         """Greedy: the prompt in one step (the prefill), then one step per new token; returns the ``n`` new tokens
