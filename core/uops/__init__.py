@@ -11,8 +11,10 @@ from uops.version import __version__
 
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
 if TYPE_CHECKING:
+    from uops.frontend.jit import Jit, JitError, jit
     from uops.frontend.load import load_program
     from uops.frontend.tensor import Tensor
+    from uops.frontend.tensor.variable import Variable
     from uops.ir.ops import AxisType, GroupOp, Ops
     from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
     from uops.ir.uop import UOp
@@ -30,6 +32,10 @@ _LAZY = {
     "Device": "uops.plugins",
     "Tensor": "uops.frontend.tensor",
     "load_program": "uops.frontend.load",  # the checked loader of saved ProgramSpecs
+    "jit": "uops.frontend.jit",  # capture a function's kernels, replay them on new inputs
+    "Jit": "uops.frontend.jit",
+    "JitError": "uops.frontend.jit",
+    "Variable": "uops.frontend.tensor.variable",
 }
 
 
@@ -54,12 +60,16 @@ __all__ = [
     "Ops",
     "PatternMatcher",
     "PtrDType",
+    "Jit",
+    "JitError",
     "Tensor",
     "UOp",
     "__version__",
     "UPat",
     "UopsError",
+    "Variable",
     "dtypes",
     "graph_rewrite",
+    "jit",
     "load_program",
 ]

@@ -37,6 +37,8 @@ pending: weakref.WeakKeyDictionary[UOp, np.ndarray] = weakref.WeakKeyDictionary(
 _programs: LRU[tuple[UOp, str], tuple[Any, Any, tuple[int, ...], tuple[int, ...]]] = LRU(
     positive_int_from_env("UOPS_PROGRAM_CACHE", 256)
 )
+#: while the JIT captures a call (``frontend/jit.py``): told of every allocation, launch, copy and host readback
+recorder: Any = None
 
 
 def device_handle(device: str) -> Any:
@@ -77,11 +79,15 @@ def get_buffer(b: UOp) -> Buffer:
         if data is not None:
             buf.copyin(data)
         _buffers[b] = buf
+        if recorder is not None:
+            recorder.allocated(buf, data)
     return buf
 
 
 def buffer_numpy(b: UOp) -> np.ndarray:
     """The flat host contents of a BUFFER node (no device round trip for data not yet uploaded)."""
+    if recorder is not None:
+        recorder.readback(b)
     data = pending.get(b)
     if data is not None and b not in _buffers:
         return data.copy()
@@ -163,17 +169,27 @@ def run_item(item: ScheduleItem) -> None:
         if sbuf is None and src in pending:
             # host data never uploaded: send it straight to the target device
             data = pending[src]
-            get_buffer(dst).copyin(data)
+            dbuf = get_buffer(dst)
+            dbuf.copyin(data)
+            if recorder is not None:
+                recorder.upload(data, dbuf)
             return
-        copy_between(get_buffer(src), get_buffer(dst))
+        sbuf, dbuf = get_buffer(src), get_buffer(dst)
+        copy_between(sbuf, dbuf)
+        if recorder is not None:
+            recorder.copy(sbuf, dbuf)
         return
     assert item.ast is not None  # its dtypes were checked by compile_schedule, before any item ran
     spec, prog, gsz, lsz = get_runner(item.ast, item.device)
-    args = [get_buffer(b).handle for b in item.bufs]
+    bufs = [get_buffer(b) for b in item.bufs]
+    args = [b.handle for b in bufs]
+    vals = spec.vals(item.var_vals) if spec.vars else ()
+    if recorder is not None:
+        recorder.launch(spec, prog, gsz, lsz, bufs, item.var_vals)
     if debug_level() < 2:
-        prog(*args, global_size=gsz, local_size=lsz, vals=())
+        prog(*args, global_size=gsz, local_size=lsz, vals=vals)
         return
-    t = prog(*args, global_size=gsz, local_size=lsz, vals=(), wait=True) or 0.0
+    t = prog(*args, global_size=gsz, local_size=lsz, vals=vals, wait=True) or 0.0
     est = spec.estimates
     gflops = est.ops / t / 1e9 if t > 0 else 0.0
     gbs = (est.bytes_read + est.bytes_written) / t / 1e9 if t > 0 else 0.0

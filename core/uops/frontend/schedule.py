@@ -2,7 +2,9 @@
 
 Tensor-level nodes are UOps: ``BUFFER`` (arg ``(device, size, uid)``), ``VIEW`` (arg a
 ``ShapeTracker``), ``CONST`` (shape ``()``), ALU ops and ``CAST``, ``REDUCE_AXIS`` (arg
-``(op, axes)``, keepdim shape), ``CONTIGUOUS`` and ``COPY`` (arg: target device).
+``(op, axes)``, keepdim shape), ``CONTIGUOUS``, ``COPY`` (arg: target device) and ``BIND`` (a
+``DEFINE_VAR`` with its value, shape ``()``: the kernel reads the variable, the launch passes the value,
+so one compiled kernel and one cached plan serve every value).
 
 Before fusion, reductions are lowered: a reduction of a value that is the same everywhere (a
 constant, broadcast) folds to a constant (``size * value`` for a sum), and one over more than
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from uops.compiler import positive_int_from_env
 from uops.compiler.cache import LRU
 from uops.dtypes import DType, dtypes, truncate
+from uops.errors import UopsError
 from uops.ir.alu import eval_scalar
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
@@ -37,6 +40,8 @@ _uid = itertools.count()
 _shapes: weakref.WeakKeyDictionary[UOp, tuple[int, ...]] = weakref.WeakKeyDictionary()
 #: lazy node -> the VIEW(BUFFER) holding its value, once realized (kept while the node lives)
 realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+#: lazy node -> the same computation reading snapshots of buffers written in place since it was built
+rebased: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
 def new_buffer(device: str, size: int, dtype: DType) -> UOp:
@@ -126,6 +131,7 @@ class ScheduleItem:
     bufs: tuple[UOp, ...]
     ast: UOp | None = None
     outputs: tuple[UOp, ...] = field(default_factory=tuple)  # the lazy nodes this item realizes
+    var_vals: dict[str, int] = field(default_factory=dict)  # the bound variables' values for the launch
 
     def __repr__(self) -> str:
         if self.kind == "copy":
@@ -151,6 +157,17 @@ def _substitute_realized(roots: list[UOp]) -> list[UOp]:
     if not mapping:
         return roots
     return list(graph_rewrite(UOp.sink(*roots).substitute(mapping), merge_views).src)
+
+
+def apply_rebased(roots: list[UOp]) -> list[UOp]:
+    """``roots`` with every node that read a buffer since written in place reading its snapshot instead."""
+    sink = UOp.sink(*roots)
+    while True:  # a replacement may hold nodes rebased after it was made: until none is left
+        gate = lambda x: x not in realized and x not in rebased  # noqa: E731
+        mapping = {n: rebased[n] for n in sink.toposort(gate=gate) if n in rebased}
+        if not mapping:
+            return list(sink.src)
+        sink = sink.substitute(mapping)
 
 
 #: VIEW(VIEW(x)) -> one VIEW (appears when a realized value replaces a lazy node under a view)
@@ -417,6 +434,8 @@ class _KernelBuilder:
             return done(self.load(n, ShapeTracker.from_shape((n.arg[1],)), idxs, valid))
         if n.op is Ops.CONST:
             return done(n)
+        if n.op is Ops.BIND:
+            return done(n.src[0])
         if n.op is Ops.REDUCE_AXIS:
             op, axes = n.arg
             sshape = shape_of(n.src[0])
@@ -438,14 +457,18 @@ class _KernelBuilder:
             raise RuntimeError("internal: a COPY must be realized before a kernel reads it")
         return [(s, idxs, valid) for s in n.src], lambda xs: UOp(n.op, n.dtype, tuple(xs), n.arg)
 
-    def build(self, out_buf: UOp) -> tuple[UOp, tuple[UOp, ...]]:
+    def build(self, out_buf: UOp, out_st: ShapeTracker | None = None) -> tuple[UOp, tuple[UOp, ...]]:
+        """The kernel storing the root into ``out_buf``: contiguously, or through ``out_st`` (an in-place write)."""
         shape = shape_of(self.root)
         self.slot(out_buf)
         idxs = tuple(_c(0) if s == 1 else self.new_range(s, AxisType.GLOBAL) for s in shape)
         value = self.render(self.root, idxs, None)
         if value.dtype != self.root.dtype:
             value = value.cast(self.root.dtype)
-        lin = _lin([(i, st) for i, st in zip(idxs, strides_for(shape)) if st != 0], 0)
+        if out_st is not None:
+            lin = out_st.expr(idxs)[0]
+        else:
+            lin = _lin([(i, st) for i, st in zip(idxs, strides_for(shape)) if st != 0], 0)
         store = self.slot(out_buf).index(lin).store(value)
         bufs = tuple(sorted(self.slots, key=lambda b: self.slots[b]))
         return UOp.sink(store), bufs
@@ -458,10 +481,15 @@ class Schedule:
     items: list[ScheduleItem]
     root_views: list[UOp]  # per root (in the order given): the VIEW(BUFFER) holding its value
     done: dict[UOp, UOp]  # every lazy node made a buffer -> its VIEW(BUFFER); registered after running
+    var_vals: dict[str, int] = field(default_factory=dict)  # bound variable name -> value, for the launches
 
 
-def _build_schedule(roots: list[UOp], default_device: str) -> tuple[Schedule, list[UOp]]:
-    """Kernels and copies that realize ``roots``, and the buffers made for them in order."""
+def _build_schedule(
+    roots: list[UOp], default_device: str, into: tuple[UOp, ShapeTracker] | None = None
+) -> tuple[Schedule, list[UOp]]:
+    """Kernels and copies that realize ``roots``, and the buffers made for them in order.
+
+    ``into`` (a BUFFER and a view of it, one root): the last root is stored there instead of a new buffer."""
     roots = list(graph_rewrite(UOp.sink(*roots), lower_reduces).src)
     roots = _substitute_realized(roots)
     # a root that expands a computed value needs only that value as a buffer: the expanding view stays a view
@@ -487,11 +515,12 @@ def _build_schedule(roots: list[UOp], default_device: str) -> tuple[Schedule, li
                 items.append(ScheduleItem("copy", n.arg, (out, src_buf), None, (n,)))
             continue
         device = device_of(n) or default_device
-        out = new_buffer(device, size, n.dtype)
+        write = into is not None and n is targets[-1]
+        out = into[0] if write else new_buffer(device, size, n.dtype)  # type: ignore[index]
         bufmap[n] = out
         if size == 0:
             continue
-        ast, bufs = _KernelBuilder(bufmap, n).build(out)
+        ast, bufs = _KernelBuilder(bufmap, n).build(out, into[1] if write else None)  # type: ignore[index]
         items.append(ScheduleItem("kernel", device, bufs, ast, (n,)))
     views = []
     for r, tg in zip(roots, targets):
@@ -502,7 +531,8 @@ def _build_schedule(roots: list[UOp], default_device: str) -> tuple[Schedule, li
         else:
             views.append(buffer_view(bufmap[r], shape_of(r)))
     done = {n: buffer_view(bufmap[n], shape_of(n)) for n in order}
-    return Schedule(items, views, done), list(bufmap.values())
+    nodes = UOp.sink(*roots).toposort(gate=lambda x: x.op is not Ops.BIND and x not in realized)
+    return _with_values(Schedule(items, views, done), _bound_values(nodes)), list(bufmap.values())
 
 
 #: (dtype, buffer reference, ShapeTracker) of a VIEW(BUFFER), or ShapeTracker None for the BUFFER itself
@@ -534,7 +564,7 @@ def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...
     A realized node is an input (its value's view and buffer slot). What lowering looks at below it (whether
     it is one value everywhere) is not in the key: a graph that lowering or substitution rewrites has new
     roots, and ``_to_plan`` makes no plan for it."""
-    nodes = UOp.sink(*roots).toposort(gate=lambda x: x not in realized)
+    nodes = UOp.sink(*roots).toposort(gate=lambda x: x.op is not Ops.BIND and x not in realized)
     pos: dict[UOp, int] = {}
     slots: dict[UOp, int] = {}
     inputs: list[UOp] = []
@@ -555,6 +585,8 @@ def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...
             entries.append(("R", r.arg, slot(r.src[0])))
         elif n.op is Ops.BUFFER:
             entries.append(("B", slot(n)))
+        elif n.op is Ops.BIND:
+            entries.append(("V", n.src[0]))  # the variable, not its value: every value shares the plan
         elif not n.src:
             entries.append(n)  # hash-consed: the node is its own structure (a CONST's value, -0.0 included)
         else:
@@ -589,6 +621,31 @@ def _to_plan(sched: Schedule, made: list[UOp], nodes: list[UOp], inputs: list[UO
     return _Plan(len(inputs), fresh, tuple(items), tuple(views), tuple(done))  # type: ignore[arg-type]
 
 
+class VariableBindingError(UopsError, ValueError):
+    """One variable is bound to two different values in one computation."""
+
+
+def _bound_values(nodes: list[UOp]) -> dict[str, int]:
+    """The value of each variable bound (``BIND``) among ``nodes``."""
+    out: dict[str, int] = {}
+    for n in nodes:
+        if n.op is Ops.BIND:
+            name, value = n.src[0].arg[0], int(n.src[1].arg)
+            if out.setdefault(name, value) != value:
+                raise VariableBindingError(
+                    f"variable {name!r} is bound to {out[name]} and to {value} in one computation; bind it once"
+                )
+    return out
+
+
+def _with_values(sched: Schedule, var_vals: dict[str, int]) -> Schedule:
+    if var_vals:
+        sched.var_vals = var_vals
+        for it in sched.items:
+            it.var_vals = var_vals
+    return sched
+
+
 def _from_plan(plan: _Plan, nodes: list[UOp], inputs: list[UOp]) -> Schedule:
     bufs = inputs + [new_buffer(device, size, dtype) for device, size, dtype in plan.fresh]
 
@@ -608,10 +665,12 @@ def create_schedule(roots: list[UOp], default_device: str) -> Schedule:
 
     Why a plan cache: a repeated computation on new buffers of the same shapes, dtypes and devices has
     the same structure, so its kernels are those of the first time; only the buffers change."""
+    if rebased:
+        roots = apply_rebased(roots)
     key, nodes, inputs = _graph_key(roots, default_device)
     plan = _plans.get(key)
     if plan is not None:
-        return _from_plan(plan, nodes, inputs)
+        return _with_values(_from_plan(plan, nodes, inputs), _bound_values(nodes))
     sched, made = _build_schedule(roots, default_device)
     plan = _to_plan(sched, made, nodes, inputs)
     if plan is not None:

@@ -71,6 +71,7 @@ class Ops(IntEnum):
     REDUCE_AXIS = auto()  # arg: (Op, axes)
     CONTIGUOUS = auto()
     COPY = auto()  # src: (value,); arg: target device
+    BIND = auto()  # src: (DEFINE_VAR, CONST): a variable with its value; kernels see the DEFINE_VAR, launches the value
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"

@@ -22,9 +22,11 @@ from uops.dtypes import DType, dtypes, from_numpy, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
+from .. import inplace
 from ..realize import readback, realize, upload
 from ..schedule import ScheduleItem, create_schedule, device_of, shape_of
-from . import creation, elementwise, movement, nn, reduce
+from . import assign as _assign
+from . import creation, elementwise, indexing, movement, nn, reduce
 from .args import AxisError, Scalar, broadcast_shape, check_scalar, device_arg, scalar_dtype, to_dtype
 
 __all__ = ["AxisError", "Scalar", "Tensor", "broadcast_shape"]
@@ -86,6 +88,7 @@ class Tensor(_Casts):
         self.device = device_arg(device)
         if isinstance(data, UOp):
             self.uop: UOp = data if dt is None or dt == data.dtype else data.cast(dt)
+            inplace.note_reader(self.uop)
             return
         if isinstance(data, Tensor):
             src = data.to(self.device) if device is not None else data
@@ -114,6 +117,7 @@ class Tensor(_Casts):
         """A tensor of node ``u`` on this tensor's device."""
         t = object.__new__(type(self))
         t.uop, t.device = u, self.device
+        inplace.note_reader(u)
         return t
 
     # ----- basic properties -----
@@ -166,7 +170,7 @@ class Tensor(_Casts):
         """Compute this tensor (and ``others``) now; afterwards each is backed by a buffer."""
         ts = (self, *others)
         for t, v in zip(ts, realize([t.uop for t in ts], self.device)):
-            t.uop = v
+            t.uop = v if v is t.uop else inplace.own(t.uop, v, self.device)
         return self
 
     def numpy(self) -> np.ndarray:
@@ -204,25 +208,6 @@ class Tensor(_Casts):
         if dt == self.dtype:
             return self
         return self._new(UOp(Ops.CAST, dt, (self.uop,)))
-
-    def assign(self, value: Tensor | np.ndarray | Scalar) -> Tensor:
-        """Give this tensor a new value of its own shape and dtype (numpy broadcasting from ``value``).
-
-        Why a method and not rebinding a name: every holder of this Tensor (an optimizer, a model's
-        state, a cache) sees the new value.
-        """
-        v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
-        if v.device != self.device:
-            raise ValueError(f"assign: the value is on {v.device}, the tensor on {self.device}; move it with .to()")
-        if v.shape != self.shape:
-            try:
-                v = v.broadcast_to(self.shape)
-            except ValueError:
-                raise ValueError(
-                    f"assign: a value of shape {v.shape} does not fit a tensor of shape {self.shape}"
-                ) from None
-        self.uop = v.cast(self.dtype).uop
-        return self
 
     @property
     def T(self) -> Tensor:  # noqa: N802
@@ -263,7 +248,9 @@ class Tensor(_Casts):
     unsqueeze = movement.unsqueeze
     flatten = movement.flatten
     squeeze_axes = movement.squeeze_axes
-    __getitem__ = movement.getitem
+    __getitem__ = indexing.getitem
+    __setitem__ = _assign.setitem
+    assign = _assign.assign
     cat = movement.cat
     cat_with = movement.cat
     stack = movement.stack

@@ -1,0 +1,250 @@
+"""Model benchmarks: GPT-2-style greedy decoding, uops (``uops.jit``) vs tinygrad (``TinyJit``) vs torch eager.
+
+The model is examples/gpt.py's (6 layers, width 384, 6 heads, vocab 4096, context 256 by default), with the
+same random weights in every framework; each decode step feeds one token, updates the KV cache and reads
+the next (greedy) token back to the host, as a generating program does. Times are the best of ``--runs``
+rounds of ``--steps`` steps after warm-up (compiling and capturing are not timed); the frameworks take
+turns round by round, so a busy spell on a shared machine slows every side of a ratio. The generated tokens
+of every framework are compared (they must agree: the same model).
+
+Also measured: the JIT's replay cost per launched kernel (a chain of ``--chain`` tiny kernels, replayed,
+over the chain length) against the front end's cost per op without the JIT (building, scheduling and
+launching the same chain eagerly).
+
+    python bench/models.py [--device CPU] [--steps 32] [--runs 3] [--small]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt.py"
+
+
+def _gpt_module() -> Any:
+    spec = importlib.util.spec_from_file_location("uops_example_gpt", _EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ----- one decoder per framework: decode(steps) generates from the current state and returns the tokens -----
+
+
+def _uops_decoder(gpt: Any, cfg: Any, w: dict[str, np.ndarray], device: str) -> Callable[[int, list[int]], list[int]]:
+    from uops import Tensor
+
+    model = gpt.GPT(cfg, w, device)
+
+    def decode(start: int, prompt: list[int], steps: int = 0) -> list[int]:
+        nxt, _ = model.run(Tensor(np.array(prompt, np.int32), device=device), start)
+        out = [int(nxt.item())]
+        for p in range(start + len(prompt), start + len(prompt) + steps):
+            nxt, _ = model.run(nxt, p)
+            out.append(int(nxt.item()))
+        return out
+
+    return decode
+
+
+def _tinygrad_decoder(cfg: Any, w: dict[str, np.ndarray]) -> Callable[[int, list[int]], list[int]] | None:
+    try:
+        from tinygrad import Tensor as TT
+        from tinygrad import TinyJit, UOp
+    except ImportError:
+        return None
+    h, hd, d, ctx = cfg.heads, cfg.head_dim, cfg.width, cfg.context
+    tw = {k: TT(np.ascontiguousarray(v.T) if v.ndim == 2 and k.startswith("h.") else v).realize() for k, v in w.items()}
+    caches = [TT.zeros(2, h, ctx, hd).contiguous().realize() for _ in range(cfg.layers)]
+
+    def ln(x: Any, g: Any, b: Any) -> Any:
+        return x.layernorm(eps=1e-5) * g + b
+
+    def forward(tok: Any, pos: Any) -> Any:
+        t = tok.shape[0]
+        x = tw["wte.weight"][tok] + tw["wpe.weight"].shrink(((pos, pos + t), None))  # (T, d)
+        mask = TT.full((t, t), -math.inf).triu(1).pad((None, (pos, 0))) if t > 1 else None
+        for i in range(cfg.layers):
+            p = f"h.{i}."
+            a = ln(x, tw[p + "ln_1.weight"], tw[p + "ln_1.bias"]).linear(
+                tw[p + "attn.c_attn.weight"].T, tw[p + "attn.c_attn.bias"]
+            )
+            q, k, v = (a[:, j * d : (j + 1) * d].reshape(t, h, hd).transpose(0, 1) for j in range(3))
+            caches[i][:, :, pos : pos + t, :].assign(TT.stack(k, v)).realize()
+            keys, values = caches[i][0, :, 0 : pos + t, :], caches[i][1, :, 0 : pos + t, :]
+            s = q @ keys.transpose(-1, -2) * (1.0 / math.sqrt(hd))
+            att = (s if mask is None else s + mask).softmax(-1) @ values  # (h, T, hd)
+            o = att.transpose(0, 1).reshape(t, d)
+            x = x + o.linear(tw[p + "attn.c_proj.weight"].T, tw[p + "attn.c_proj.bias"])
+            m = ln(x, tw[p + "ln_2.weight"], tw[p + "ln_2.bias"]).linear(
+                tw[p + "mlp.c_fc.weight"].T, tw[p + "mlp.c_fc.bias"]
+            )
+            x = x + m.gelu().linear(tw[p + "mlp.c_proj.weight"].T, tw[p + "mlp.c_proj.bias"])
+        x = ln(x[t - 1 :], tw["ln_f.weight"], tw["ln_f.bias"])
+        return (x @ tw["wte.weight"].T).argmax(-1).realize()
+
+    step, prefill = TinyJit(forward), TinyJit(forward)
+    var = UOp.variable("pos", 0, ctx - 1)
+
+    def decode(start: int, prompt: list[int], steps: int = 0) -> list[int]:
+        if len(prompt) > 1:  # a prefill is only ever at position 0 here: a constant, not a variable
+            tok = prefill(TT(prompt).realize(), start)
+        else:
+            tok = step(TT(prompt).realize(), var.bind(start))
+        out = [int(tok.item())]
+        for p in range(start + len(prompt), start + len(prompt) + steps):
+            tok = step(TT([out[-1]]).realize(), var.bind(p))
+            out.append(int(tok.item()))
+        return out
+
+    return decode
+
+
+def _torch_decoder(cfg: Any, w: dict[str, np.ndarray]) -> Callable[[int, list[int]], list[int]] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    h, hd, d, ctx = cfg.heads, cfg.head_dim, cfg.width, cfg.context
+    tw = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in w.items()}
+    caches = [torch.zeros(2, h, ctx, hd) for _ in range(cfg.layers)]
+    f = torch.nn.functional
+
+    @torch.inference_mode()
+    def forward(tokens: list[int], pos: int) -> int:
+        t = len(tokens)
+        x = tw["wte.weight"][torch.tensor(tokens)] + tw["wpe.weight"][pos : pos + t]
+        mask = torch.full((t, pos + t), -math.inf).triu(pos + 1)
+        for i in range(cfg.layers):
+            p = f"h.{i}."
+            a = f.layer_norm(x, (d,), tw[p + "ln_1.weight"], tw[p + "ln_1.bias"], 1e-5)
+            a = a @ tw[p + "attn.c_attn.weight"] + tw[p + "attn.c_attn.bias"]
+            q, k, v = (a[:, j * d : (j + 1) * d].reshape(t, h, hd).transpose(0, 1) for j in range(3))
+            caches[i][0, :, pos : pos + t] = k
+            caches[i][1, :, pos : pos + t] = v
+            keys, values = caches[i][0, :, : pos + t], caches[i][1, :, : pos + t]
+            att = torch.softmax(q @ keys.transpose(-1, -2) / math.sqrt(hd) + mask, -1) @ values
+            x = x + att.transpose(0, 1).reshape(t, d) @ tw[p + "attn.c_proj.weight"] + tw[p + "attn.c_proj.bias"]
+            m = f.layer_norm(x, (d,), tw[p + "ln_2.weight"], tw[p + "ln_2.bias"], 1e-5)
+            m = f.gelu(m @ tw[p + "mlp.c_fc.weight"] + tw[p + "mlp.c_fc.bias"], approximate="tanh")
+            x = x + m @ tw[p + "mlp.c_proj.weight"] + tw[p + "mlp.c_proj.bias"]
+        x = f.layer_norm(x[t - 1 :], (d,), tw["ln_f.weight"], tw["ln_f.bias"], 1e-5)
+        return int((x @ tw["wte.weight"].T).argmax(-1).item())
+
+    def decode(start: int, prompt: list[int], steps: int = 0) -> list[int]:
+        out = [forward(prompt, start)]
+        for p in range(start + len(prompt), start + len(prompt) + steps):
+            out.append(forward([out[-1]], p))
+        return out
+
+    return decode
+
+
+# ----- the JIT's replay cost per kernel -----
+
+
+def replay_overhead(device: str, chain: int, runs: int) -> tuple[float, float]:
+    """(seconds per kernel replayed, seconds per op run eagerly) for a chain of tiny dependent kernels."""
+    import uops
+    from uops import Tensor
+
+    def f(x: Any) -> Any:
+        for _ in range(chain):
+            x = (x + 1).contiguous()
+        return x
+
+    jf = uops.jit(f)
+    x = Tensor(np.zeros(4, np.float32), device=device).realize()
+    for _ in range(3):
+        jf(x).realize()
+    want = np.full(4, chain, np.float32)
+    assert np.array_equal(jf(x).numpy(), want) and jf.captures == 1
+    f(x).realize()
+    best_jit = best_eager = math.inf
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        jf(x)
+        best_jit = min(best_jit, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        f(x).realize()
+        best_eager = min(best_eager, time.perf_counter() - t0)
+    return best_jit / chain, best_eager / chain
+
+
+def _report(best: dict[str, float], fmt: Callable[[float], str]) -> None:
+    for name, t in best.items():
+        vs = "" if name == "uops" else f"   uops is {t / best['uops']:.2f}x {name}"
+        print(f"  {name:9s} {fmt(t)}{vs}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="CPU")
+    p.add_argument("--steps", type=int, default=32, help="decode steps per timed round")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--chain", type=int, default=200, help="kernels in the replay-overhead chain")
+    p.add_argument("--prefill", type=int, default=None, help="prompt length of the prefill (default: the context)")
+    p.add_argument("--small", action="store_true", help="a 2-layer, 128-wide model (a quick look)")
+    args = p.parse_args(argv)
+    gpt = _gpt_module()
+    cfg = gpt.Config(2, 2, 128, 1024, 128) if args.small else gpt.Config(6, 6, 384, 4096, 256)
+    if 3 + args.runs * args.steps > cfg.context:
+        p.error(f"--runs x --steps must fit the context ({cfg.context}) after 3 warm-up steps")
+    args.prefill = args.prefill or cfg.context
+    if not 1 < args.prefill <= cfg.context:
+        p.error(f"--prefill must be in [2, {cfg.context}]")
+    w = gpt.random_weights(cfg, seed=0)
+    decoders: dict[str, Callable[..., list[int]]] = {"uops": _uops_decoder(gpt, cfg, w, args.device)}
+    tg = _tinygrad_decoder(cfg, w) if args.device == "CPU" else None
+    if tg is not None:
+        decoders["tinygrad"] = tg
+    th = _torch_decoder(cfg, w) if args.device == "CPU" else None
+    if th is not None:
+        decoders["torch"] = th
+    print("(a shared machine: other jobs slow some rounds; each number is the best round)")
+    print(f"decode, {cfg} on {args.device}: tokens/s, best of {args.runs} rounds of {args.steps} steps")
+    tokens: dict[str, list[int]] = {k: dec(0, [1], 2) for k, dec in decoders.items()}  # warm-up: compile, capture
+    pos = 3
+    best = dict.fromkeys(decoders, math.inf)
+    for _ in range(args.runs):
+        for name, dec in decoders.items():
+            t0 = time.perf_counter()
+            tokens[name] += dec(pos, tokens[name][-1:], args.steps - 1)
+            best[name] = min(best[name], time.perf_counter() - t0)
+        pos += args.steps
+    _report(best, lambda t: f"{args.steps / t:8.1f} tokens/s")
+    agree = all(t == tokens["uops"] for t in tokens.values())
+    n = args.prefill
+    prompt = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, n)]
+    print(f"prefill of {n} tokens: ms, best of {args.runs} after 2 warm-up calls")
+    first = {k: [dec(0, prompt), dec(0, prompt)] for k, dec in decoders.items()}
+    best = dict.fromkeys(decoders, math.inf)
+    for _ in range(args.runs):
+        for name, dec in decoders.items():
+            t0 = time.perf_counter()
+            first[name].append(dec(0, prompt)[0])
+            best[name] = min(best[name], time.perf_counter() - t0)
+    _report(best, lambda t: f"{t * 1e3:8.1f} ms")
+    agree = agree and all(v == first["uops"] for v in first.values())
+    print(f"  tokens agree across frameworks: {agree}")
+    per_kernel, per_op = replay_overhead(args.device, args.chain, max(args.runs, 5))
+    print(
+        f"JIT replay: {per_kernel * 1e6:.1f} us per kernel (a chain of {args.chain}); "
+        f"without the JIT: {per_op * 1e6:.1f} us per op"
+    )
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
