@@ -11,6 +11,7 @@ from uops.version import __version__
 
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
 if TYPE_CHECKING:
+    from uops.frontend.dlpack import from_dlpack
     from uops.frontend.load import load_program
     from uops.frontend.tensor import Tensor
     from uops.ir.ops import AxisType, GroupOp, Ops
@@ -30,6 +31,7 @@ _LAZY = {
     "Device": "uops.plugins",
     "Tensor": "uops.frontend.tensor",
     "load_program": "uops.frontend.load",  # the checked loader of saved ProgramSpecs
+    "from_dlpack": "uops.frontend.dlpack",  # a Tensor over any DLPack producer's memory
 }
 
 
@@ -60,6 +62,7 @@ __all__ = [
     "UPat",
     "UopsError",
     "dtypes",
+    "from_dlpack",
     "graph_rewrite",
     "load_program",
 ]
