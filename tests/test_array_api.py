@@ -141,3 +141,22 @@ def test_tensor_methods_added_for_the_standard():
     with pytest.raises(TypeError, match="integer"):
         [0, 1, 2][Tensor(1.0)]
     assert [0, 1, 2][Tensor(1)] == 1
+
+
+def test_signed_zero_and_power_special_cases_follow_ieee():
+    z = np.array([-0.0, 0.0, -2.0])
+    np.testing.assert_array_equal(np.signbit(xp.abs(xp.asarray(z)).numpy()), np.signbit(np.abs(z)))
+    np.testing.assert_array_equal(np.signbit(xp.tanh(xp.asarray(z)).numpy()), np.signbit(np.tanh(z)))
+    a = np.array([-0.0, -0.0, -np.inf, -np.inf, 1.0, -1.0, -1.0, 2.0, -2.0, 0.0, -3.0])
+    b = np.array([3.0, -3.0, 0.5, 3.0, np.nan, np.inf, -np.inf, 0.5, 2.0, -1.0, 3.0])
+    with np.errstate(all="ignore"):
+        ref = a**b
+    out = (xp.asarray(a) ** xp.asarray(b)).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-14)  # through exp2/log2: a few roundings
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
+
+
+def test_all_and_any_over_no_elements():
+    e = xp.zeros((2, 0))
+    assert xp.all(e).item() is True and xp.any(e).item() is False
+    np.testing.assert_array_equal(xp.all(e, axis=1).numpy(), [True, True])

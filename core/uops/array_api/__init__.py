@@ -480,7 +480,8 @@ def sum(  # noqa: A001
     dtype: DType | None = None,
     keepdims: builtins.bool = False,
 ) -> Tensor:
-    return (x if dtype is None else x.cast(dtype)).sum(_axis(axis), keepdims)
+    out = (x if dtype is None else x.cast(dtype)).sum(_axis(axis), keepdims)
+    return out if dtype is None else out.cast(dtype)
 
 
 def prod(
@@ -491,7 +492,8 @@ def prod(
     dtype: DType | None = None,
     keepdims: builtins.bool = False,
 ) -> Tensor:
-    return (x if dtype is None else x.cast(dtype)).prod(_axis(axis), keepdims)
+    out = (x if dtype is None else x.cast(dtype)).prod(_axis(axis), keepdims)
+    return out if dtype is None else out.cast(dtype)
 
 
 def max(x: Tensor, /, *, axis: int | Sequence[int] | None = None, keepdims: builtins.bool = False) -> Tensor:  # noqa: A001
@@ -719,7 +721,7 @@ def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
     return Tensor.stack(list(arrays), dim=axis)
 
 
-def expand_dims(x: Tensor, /, *, axis: int = 0) -> Tensor:
+def expand_dims(x: Tensor, /, axis: int = 0) -> Tensor:
     return x.unsqueeze(axis)
 
 

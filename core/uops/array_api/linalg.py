@@ -42,7 +42,8 @@ def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
         raise ValueError(
             f"vecdot: axis {axis} has size {x1.shape[axis]} in one array and {x2.shape[axis]} in the other"
         )
-    return (x1 * x2).sum(axis)
+    prod = x1 * x2
+    return prod.sum(axis).cast(prod.dtype)
 
 
 def outer(x1: Tensor, x2: Tensor, /) -> Tensor:

@@ -1530,6 +1530,8 @@ def test_unary(func_name, func, case):
 
         # Use the is_complex flag to determine the appropriate dtype
         if case.is_complex:
+            if dh.widest_complex_dtype is None:  # uops: no complex dtypes
+                pytest.skip("the array module has no complex dtypes")
             dtype = dh.widest_complex_dtype
             in_value = case.cond_from_dtype(dtype).example()
         else:

@@ -155,8 +155,11 @@ def pow(self: Tensor, y: Tensor | Scalar | np.ndarray, reverse: bool = False) ->
     is_int = bf.trunc() == bf
     odd = is_int & ((bf * 0.5).trunc() != bf * 0.5)
     neg = mag._alu(Ops.NEG)
-    res = (af < 0).where(is_int.where(odd.where(neg, mag), math.nan), mag)
-    res = (bf == 0).where(1.0, res)
+    # a negative base (-0.0 and -inf too) takes the exponent's oddness; only a finite nonzero one makes NaN
+    negative = af.signbit() & (af == af)
+    signed = (is_int | (af == 0) | (af.abs() == math.inf)).where(odd.where(neg, mag), math.nan)
+    res = negative.where(signed, mag)
+    res = ((bf == 0) | (af == 1) | ((af.abs() == 1) & (bf.abs() == math.inf))).where(1.0, res)
     return res if dtypes.is_float(a.dtype) else res.round_half_away().cast(a.dtype)
 
 
@@ -352,6 +355,8 @@ def round_half_away(self: Tensor) -> Tensor:
 def abs(self: Tensor) -> Tensor:  # noqa: A001
     if dtypes.is_unsigned(self.dtype) or dtypes.is_bool(self.dtype):
         return self
+    if dtypes.is_float(self.dtype):  # by the sign bit: abs(-0.0) is +0.0
+        return self.signbit().where(-self, self)
     return (self < 0).where(-self, self)
 
 
