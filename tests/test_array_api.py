@@ -160,3 +160,19 @@ def test_all_and_any_over_no_elements():
     e = xp.zeros((2, 0))
     assert xp.all(e).item() is True and xp.any(e).item() is False
     np.testing.assert_array_equal(xp.all(e, axis=1).numpy(), [True, True])
+
+
+def test_subtracting_a_negative_zero_constant_compiles():
+    """``a - -0.0`` once rendered as C's ``a--0.0`` (a syntax error): sinh near 0 builds exactly that."""
+    x = np.array([1.5, -2.0, 0.0])
+    t = Tensor(x, device="CPU")
+    np.testing.assert_array_equal(((t * 3) - Tensor(-0.0, dtype="float64")).numpy(), x * 3)
+    np.testing.assert_allclose((t * 3).sinh().numpy(), np.sinh(x * 3), rtol=1e-12)
+
+
+def test_a_nans_sign_survives_constants():
+    """A NaN constant keeps its sign bit (numpy's signbit sees it), also after a positive NaN was built."""
+    plus = xp.signbit(xp.asarray(math.nan, dtype=xp.float64)).item()
+    minus = xp.signbit(xp.asarray(-math.nan, dtype=xp.float64)).item()
+    assert (plus, minus) == (False, True)
+    assert np.signbit(xp.asarray(-math.nan, dtype=xp.float32).numpy())
