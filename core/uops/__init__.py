@@ -11,6 +11,7 @@ from uops.version import __version__
 
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
 if TYPE_CHECKING:
+    from uops.frontend.dlpack import from_dlpack
     from uops.frontend.jit import Jit, JitError, jit
     from uops.frontend.load import load_program
     from uops.frontend.tensor import Tensor
@@ -36,6 +37,7 @@ _LAZY = {
     "Jit": "uops.frontend.jit",
     "JitError": "uops.frontend.jit",
     "Variable": "uops.frontend.tensor.variable",
+    "from_dlpack": "uops.frontend.dlpack",  # a Tensor over any DLPack producer's memory
 }
 
 
@@ -69,6 +71,7 @@ __all__ = [
     "UopsError",
     "Variable",
     "dtypes",
+    "from_dlpack",
     "graph_rewrite",
     "jit",
     "load_program",

@@ -480,8 +480,9 @@ new_uop = _new_uop = UOp.__new__
 
 
 def _float_key(x: float) -> tuple[type, str]:
-    """-0.0 == 0.0 and nan != nan, so these floats are keyed by their spelling."""
-    return (float, "nan" if x != x else "-0.0" if math.copysign(1.0, x) < 0 else "0.0")
+    """-0.0 == 0.0 and nan != nan, so these floats are keyed by their spelling (a NaN's sign included)."""
+    neg = math.copysign(1.0, x) < 0
+    return (float, ("-nan" if neg else "nan") if x != x else "-0.0" if neg else "0.0")
 
 
 def _fmt_arg(arg: Any) -> str:

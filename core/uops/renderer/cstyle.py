@@ -112,10 +112,13 @@ def c_const(ctx: RenderContext, x: UOp) -> str:
         f = float(value)
         if math.isnan(f):
             s = '__builtin_nanf("")' if dt != dtypes.float64 else '__builtin_nan("")'
+            s = f"-{s}" if math.copysign(1.0, f) < 0 else s  # numpy keeps a NaN's sign: so does the literal
         elif math.isinf(f):
             s = ("-" if f < 0 else "") + ("__builtin_inff()" if dt != dtypes.float64 else "__builtin_inf()")
         else:
             s = repr(f) + ("" if dt == dtypes.float64 else "f")
+        if s.startswith("-"):  # "a - -0.0" must not render as "a--0.0"
+            s = f"({s})"
         return s if dt in (dtypes.float32, dtypes.float64) else f"(({ctx.dtype(dt)}){s})"
     if dt == dtypes.bool:
         return "1" if value else "0"

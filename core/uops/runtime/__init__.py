@@ -268,6 +268,14 @@ class Buffer:
         self._freed = False
         self._finalizer: weakref.finalize | None = None
 
+    @classmethod
+    def wrap(cls, runtime: Runtime, size: int, dtype: DType, handle: Any) -> Buffer:
+        """A Buffer over memory someone else allocated (DLPack imports): never freed through the allocator;
+        the handle's own lifetime (and whatever it keeps alive) decides when the memory goes."""
+        buf = cls(runtime, size, dtype)
+        buf._handle = handle
+        return buf
+
     # ---- identity
 
     @property

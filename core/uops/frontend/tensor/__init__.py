@@ -22,11 +22,11 @@ from uops.dtypes import DType, dtypes, from_numpy, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
-from .. import inplace
+from .. import dlpack, inplace
 from ..realize import readback, realize, upload
 from ..schedule import ScheduleItem, create_schedule, device_of, shape_of
 from . import assign as _assign
-from . import creation, elementwise, indexing, movement, nn, reduce
+from . import creation, elementwise, indexing, movement, nn, reduce, sort
 from .args import AxisError, Scalar, broadcast_shape, check_scalar, device_arg, scalar_dtype, to_dtype
 
 __all__ = ["AxisError", "Scalar", "Tensor", "broadcast_shape"]
@@ -135,6 +135,35 @@ class Tensor(_Casts):
 
     def numel(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements (numpy's and the Array API standard's attribute)."""
+        return math.prod(self.shape)
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802
+        """The last two axes swapped (a stack of matrices transposed)."""
+        if self.ndim < 2:
+            raise ValueError(f"mT needs at least 2 dimensions, got shape {self.shape}")
+        return self.transpose(-1, -2)
+
+    def to_device(self, device: str, stream: Any = None) -> Tensor:
+        return self.to(device)
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __index__(self) -> int:
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"only integer tensors can be used as an index, this one is {self.dtype.name}")
+        return int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
 
     def __len__(self) -> int:
         if not self.shape:
@@ -291,6 +320,37 @@ class Tensor(_Casts):
     sign = elementwise.sign
     clip = elementwise.clip
     square = elementwise.square
+    isnan = elementwise.isnan
+    isinf = elementwise.isinf
+    isfinite = elementwise.isfinite
+    signbit = elementwise.signbit
+    copysign = elementwise.copysign
+    expm1 = elementwise.expm1
+    log1p = elementwise.log1p
+    log10 = elementwise.log10
+    sinh = elementwise.sinh
+    cosh = elementwise.cosh
+    atan = elementwise.atan
+    atan2 = elementwise.atan2
+    asin = elementwise.asin
+    acos = elementwise.acos
+    asinh = elementwise.asinh
+    acosh = elementwise.acosh
+    atanh = elementwise.atanh
+    hypot = elementwise.hypot
+    logaddexp = elementwise.logaddexp
+    round_half_even = elementwise.round_half_even
+    left_shift = elementwise.left_shift
+    right_shift = elementwise.right_shift
+
+    def __lshift__(self, y: Tensor | Scalar) -> Tensor:
+        return self.left_shift(y)
+
+    def __rshift__(self, y: Tensor | Scalar) -> Tensor:
+        return self.right_shift(y)
+
+    def __pos__(self) -> Tensor:
+        return self
 
     def __add__(self, y: Tensor | Scalar | np.ndarray) -> Tensor:
         return self.add(y)
@@ -391,3 +451,18 @@ class Tensor(_Casts):
     linear = nn.linear
     __matmul__ = nn.matmul
     __rmatmul__ = nn.rmatmul
+
+    # ----- sorting -----
+    ranks = sort.ranks
+    argsort = sort.argsort
+    sort = sort.sort
+
+    # ----- interchange: DLPack and the Array API standard -----
+    __dlpack__ = dlpack.dlpack
+    __dlpack_device__ = dlpack.dlpack_device
+
+    def __array_namespace__(self, api_version: str | None = None) -> Any:
+        """``uops.array_api``, the Python Array API standard's namespace over Tensor."""
+        from uops import array_api
+
+        return array_api.namespace(api_version)

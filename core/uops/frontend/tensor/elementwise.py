@@ -155,8 +155,11 @@ def pow(self: Tensor, y: Tensor | Scalar | np.ndarray, reverse: bool = False) ->
     is_int = bf.trunc() == bf
     odd = is_int & ((bf * 0.5).trunc() != bf * 0.5)
     neg = mag._alu(Ops.NEG)
-    res = (af < 0).where(is_int.where(odd.where(neg, mag), math.nan), mag)
-    res = (bf == 0).where(1.0, res)
+    # a negative base (-0.0 and -inf too) takes the exponent's oddness; only a finite nonzero one makes NaN
+    negative = af.signbit() & (af == af)
+    signed = (is_int | (af == 0) | (af.abs() == math.inf)).where(odd.where(neg, mag), math.nan)
+    res = negative.where(signed, mag)
+    res = ((bf == 0) | (af == 1) | ((af.abs() == 1) & (bf.abs() == math.inf))).where(1.0, res)
     return res if dtypes.is_float(a.dtype) else res.round_half_away().cast(a.dtype)
 
 
@@ -352,6 +355,8 @@ def round_half_away(self: Tensor) -> Tensor:
 def abs(self: Tensor) -> Tensor:  # noqa: A001
     if dtypes.is_unsigned(self.dtype) or dtypes.is_bool(self.dtype):
         return self
+    if dtypes.is_float(self.dtype):  # by the sign bit: abs(-0.0) is +0.0
+        return self.signbit().where(-self, self)
     return (self < 0).where(-self, self)
 
 
@@ -373,3 +378,177 @@ def clip(self: Tensor, min_: Scalar | Tensor | None = None, max_: Scalar | Tenso
 
 def square(self: Tensor) -> Tensor:
     return self * self
+
+
+# ----- more math (the Array API standard's elementwise set), compositions of the ops above -----
+def isnan(self: Tensor) -> Tensor:
+    if not dtypes.is_float(self.dtype):
+        return type(self).full(self.shape, False, dtype=dtypes.bool, device=self.device)
+    return self != self
+
+
+def isinf(self: Tensor) -> Tensor:
+    if not dtypes.is_float(self.dtype):
+        return type(self).full(self.shape, False, dtype=dtypes.bool, device=self.device)
+    return self.abs() == math.inf
+
+
+def isfinite(self: Tensor) -> Tensor:
+    if not dtypes.is_float(self.dtype):
+        return type(self).full(self.shape, True, dtype=dtypes.bool, device=self.device)
+    return (self - self) == 0  # nan for inf and nan, 0 otherwise
+
+
+def signbit(self: Tensor) -> Tensor:
+    """Whether the sign bit is set (true for -0.0 and negative NaNs), read from the bits."""
+    if not dtypes.is_float(self.dtype):
+        return self < 0 if not dtypes.is_unsigned(self.dtype) and not dtypes.is_bool(self.dtype) else self != self
+    idt = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]
+    return self._alu(Ops.BITCAST, dtype=idt) < 0
+
+
+def copysign(self: Tensor, y: Tensor | Scalar) -> Tensor:
+    a, b = self._operands(y)
+    a, b = a._float(), b._float()
+    return b.signbit().where(-a.abs(), a.abs())
+
+
+def expm1(self: Tensor) -> Tensor:
+    """``exp(x) - 1``, accurate near 0 (Kahan's ``(e - 1) * x / log(e)``)."""
+    x = self._float()
+    e = x.exp()
+    small = (e - 1.0) * x / e.log()
+    return (e == 1.0).where(x, (x.abs() < 1.0).where(small, e - 1.0))
+
+
+def log1p(self: Tensor) -> Tensor:
+    """``log(1 + x)``, accurate near 0 (Goldberg's ``log(u) * x / (u - 1)``)."""
+    x = self._float()
+    u = x + 1.0
+    return (u == 1.0).where(x, (x.abs() < 1.0).where(u.log() * x / (u - 1.0), u.log()))
+
+
+def log10(self: Tensor) -> Tensor:
+    return self.log2() * (1.0 / math.log2(10.0))
+
+
+def sinh(self: Tensor) -> Tensor:
+    x = self._float()
+    small = x.abs() < 1.0
+    em = x.expm1()
+    return small.where((em - (-x).expm1()) * 0.5, (x.exp() - (-x).exp()) * 0.5)
+
+
+def cosh(self: Tensor) -> Tensor:
+    x = self._float()
+    return (x.exp() + (-x).exp()) * 0.5
+
+
+def atan(self: Tensor) -> Tensor:
+    """Arctangent: |x| > 1 folds to pi/2 - atan(1/x), two half-angle steps bring |t| under 0.2, then its series."""
+    x = self._float()
+    ax = x.abs()
+    big = ax > 1.0
+    t = big.where(ax.reciprocal(), ax)
+    for _ in range(2):
+        t = t / (1.0 + (1.0 + t * t).sqrt())
+    t2 = t * t
+    s = t * 0.0
+    for k in range(12, -1, -1):
+        s = s * t2 + ((-1.0) ** k) / (2 * k + 1)
+    r = 4.0 * t * s
+    r = big.where(math.pi / 2 - r, r)
+    return (x != x).where(x, x.signbit().where(-r, r))
+
+
+def atan2(self: Tensor, x: Tensor | Scalar) -> Tensor:
+    """The angle of (x, y) with C's special cases (signed zeros and infinities)."""
+    y, xx = self._operands(x)
+    y, xx = y._float(), xx._float()
+    base = (y / xx).atan()
+    neg_x = xx.signbit()
+    pi_y = y.signbit().where(y.full_like(-math.pi), math.pi)  # a tensor branch keeps float64 exact
+    r = neg_x.where(base + pi_y, base)
+    r = (xx == 0).where(y.signbit().where(y.full_like(-math.pi / 2), math.pi / 2), r)
+    zero_y = y == 0
+    r = zero_y.where(neg_x.where(pi_y, y), r)
+    both_inf = y.isinf() & xx.isinf()
+    q = neg_x.where(y.full_like(3 * math.pi / 4), math.pi / 4)
+    r = both_inf.where(y.signbit().where(-q, q), r)
+    return ((y != y) | (xx != xx)).where(math.nan, r)
+
+
+def asin(self: Tensor) -> Tensor:
+    x = self._float()
+    r = x.atan2((1.0 - x * x).sqrt())
+    return (x.abs() > 1.0).where(math.nan, r)
+
+
+def acos(self: Tensor) -> Tensor:
+    x = self._float()
+    r = (1.0 - x * x).sqrt().atan2(x)
+    return (x.abs() > 1.0).where(math.nan, r)
+
+
+def asinh(self: Tensor) -> Tensor:
+    x = self._float()
+    ax = x.abs()
+    big = ax > 1e8
+    r = big.where(ax.log() + math.log(2.0), (ax + ax * ax / (1.0 + (1.0 + ax * ax).sqrt())).log1p())
+    return (x == 0).where(x, x.signbit().where(-r, r))
+
+
+def acosh(self: Tensor) -> Tensor:
+    x = self._float()
+    big = x > 1e8
+    r = big.where(x.log() + math.log(2.0), (x + (x * x - 1.0).sqrt()).log())
+    return (x < 1.0).where(math.nan, r)
+
+
+def atanh(self: Tensor) -> Tensor:
+    x = self._float()
+    r = 0.5 * ((2.0 * x) / (1.0 - x)).log1p()
+    return (x.abs() > 1.0).where(math.nan, (x == 0).where(x, r))
+
+
+def hypot(self: Tensor, y: Tensor | Scalar) -> Tensor:
+    a, b = self._operands(y)
+    a, b = a._float().abs(), b._float().abs()
+    m, n = a.maximum(b), a.minimum(b)
+    r = n / m
+    out = (m == 0).where(0.0, m * (1.0 + r * r).sqrt())
+    return (a.isinf() | b.isinf()).where(math.inf, out)
+
+
+def logaddexp(self: Tensor, y: Tensor | Scalar) -> Tensor:
+    a, b = self._operands(y)
+    a, b = a._float(), b._float()
+    m = a.maximum(b)
+    d = -(a - b).abs()
+    out = m + d.exp().log1p()
+    return ((a == b) & a.isinf()).where(a, out)
+
+
+def round_half_even(self: Tensor) -> Tensor:
+    """Round to nearest, ties to even (numpy's and the Array API standard's ``round``)."""
+    if not dtypes.is_float(self.dtype):
+        return self
+    f = self.floor()
+    d = self - f
+    up = (d > 0.5) | ((d == 0.5) & ((f * 0.5).floor() * 2.0 != f))
+    r = up.where(f + 1.0, f)
+    r = self.signbit().where(-r.abs(), r.abs())  # -0.4 rounds to -0.0
+    return (self.isinf() | (self != self) | (self == 0)).where(self, r)
+
+
+def left_shift(self: Tensor, y: Tensor | Scalar) -> Tensor:
+    a, b = self._operands(y)
+    return (b >= 8 * a.dtype.itemsize).where(0, a._alu(Ops.SHL, b))
+
+
+def right_shift(self: Tensor, y: Tensor | Scalar) -> Tensor:
+    """Arithmetic shift for signed integers (floor division by 2**y), logical for unsigned."""
+    a, b = self._operands(y)
+    wide = b >= 8 * a.dtype.itemsize
+    fill = (a < 0).where(-1, 0) if not dtypes.is_unsigned(a.dtype) else a.zeros_like()
+    return wide.where(fill, a._alu(Ops.SHR, b))

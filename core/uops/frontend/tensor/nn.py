@@ -25,7 +25,8 @@ def sigmoid(self: Tensor) -> Tensor:
 
 
 def tanh(self: Tensor) -> Tensor:
-    return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+    x = self._float()
+    return (x == 0).where(x, 2.0 * (2.0 * x).sigmoid() - 1.0)  # tanh(-0.0) is -0.0
 
 
 def gelu(self: Tensor) -> Tensor:

@@ -68,12 +68,16 @@ def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:  # no
 
 
 def any(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Whether some element (along ``axis``) is true."""
+    """Whether some element (along ``axis``) is true (false over no elements)."""
+    if math.prod(self.shape[a] for a in self._axes(axis)) == 0:
+        return self.cast(dtypes.bool).sum(axis, keepdim) != 0
     return self.cast(dtypes.bool).max(axis, keepdim)
 
 
 def all(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Whether every element (along ``axis``) is true."""
+    """Whether every element (along ``axis``) is true (true over no elements)."""
+    if math.prod(self.shape[a] for a in self._axes(axis)) == 0:
+        return self.cast(dtypes.bool).sum(axis, keepdim) == 0
     return self.cast(dtypes.bool).min(axis, keepdim)
 
 
