@@ -61,7 +61,7 @@ def _host_index(self: Tensor, it: Any, axis: int, size: int) -> list[Any]:
     bad = arr[(arr < -size) | (arr >= size)]
     if bad.size:
         raise IndexError(f"index {int(bad.reshape(-1)[0])} is out of bounds for axis {axis} with size {size}")
-    return [type(self)(arr.astype(np.int32), device=self.device)]
+    return [type(self)((arr % max(size, 1)).astype(np.int32), device=self.device)]
 
 
 def getitem(self: Tensor, index: Any) -> Tensor:
