@@ -2,7 +2,8 @@
 
 Tensor-level nodes are UOps: ``BUFFER`` (arg ``(device, size, uid)``), ``VIEW`` (arg a
 ``ShapeTracker``), ``CONST`` (shape ``()``), ALU ops and ``CAST``, ``REDUCE_AXIS`` (arg
-``(op, axes)``, keepdim shape), ``CONTIGUOUS``, ``COPY`` (arg: target device) and ``BIND`` (a
+``(op, axes)``, keepdim shape), ``CONTIGUOUS``, ``COPY`` (arg: target device), ``INDEX`` (src: value,
+int32 index of the output's shape; arg: axis): a gather, one gated load per element, and ``BIND`` (a
 ``DEFINE_VAR`` with its value, shape ``()``: the kernel reads the variable, the launch passes the value,
 so one compiled kernel and one cached plan serve every value).
 
@@ -64,6 +65,8 @@ def _shape_from_sources(n: UOp) -> tuple[int, ...]:
     if n.op is Ops.REDUCE_AXIS:
         src = _shapes[n.src[0]]
         return tuple(1 if i in n.arg[1] else s for i, s in enumerate(src))
+    if n.op is Ops.INDEX:  # a gather: the index's shape
+        return _shapes[n.src[1]]
     if n.src:
         return _shapes[n.src[-1]] if n.op is Ops.WHERE else _shapes[n.src[0]]
     raise TypeError(f"{n.op} is not a tensor-level node")
@@ -339,6 +342,9 @@ def _find_realize_set(roots: list[UOp]) -> list[UOp]:
                 if n.op is Ops.VIEW:
                     stack.append((n.src[0], in_reduce, expanded or n.arg.expands))
                     continue
+                if n.op is Ops.INDEX:  # a gather may read one element many times, like an expand
+                    stack.extend(((n.src[0], in_reduce, True), (n.src[1], in_reduce, expanded)))
+                    continue
                 stack.extend((s, in_reduce, expanded) for s in n.src)
         for n, ks in reach.items():
             if len(ks) > 1 and n not in R:
@@ -453,9 +459,23 @@ class _KernelBuilder:
             ], lambda xs: xs[0] if not ranges else UOp(Ops.REDUCE, n.dtype, (xs[0], *ranges), op)
         if n.op is Ops.CONTIGUOUS:
             return [(n.src[0], idxs, valid)], lambda xs: xs[0]
+        if n.op is Ops.INDEX:
+            return self._gather(n, idxs, valid)
         if n.op is Ops.COPY:
             raise RuntimeError("internal: a COPY must be realized before a kernel reads it")
         return [(s, idxs, valid) for s in n.src], lambda xs: UOp(n.op, n.dtype, tuple(xs), n.arg)
+
+    def _gather(self, n: UOp, idxs: tuple[UOp, ...], valid: UOp | None) -> tuple[list[Key], Callable[[list[UOp]], UOp]]:
+        """``INDEX(src, idx, arg=axis)``: ``src`` read at the loaded index along ``axis``; an index outside
+        ``[0, size)`` reads zero (the load is gated: never memory outside the buffer)."""
+        axis = n.arg
+        size = shape_of(n.src[0])[axis]
+        i = self.render(n.src[1], idxs, valid).cast(dtypes.index)
+        ok = (_c(-1) < i) & (i < _c(size))
+        safe = UOp(Ops.WHERE, dtypes.index, (ok, i, _c(0)))
+        new = idxs[:axis] + (safe,) + idxs[axis + 1 :]
+        zero = UOp.const(n.dtype, 0)
+        return [(n.src[0], new, _and(valid, ok))], lambda xs: UOp(Ops.WHERE, n.dtype, (ok, xs[0], zero))
 
     def build(self, out_buf: UOp, out_st: ShapeTracker | None = None) -> tuple[UOp, tuple[UOp, ...]]:
         """The kernel storing the root into ``out_buf``: contiguously, or through ``out_st`` (an in-place write)."""

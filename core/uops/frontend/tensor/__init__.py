@@ -280,6 +280,15 @@ class Tensor(_Casts):
     __getitem__ = indexing.getitem
     __setitem__ = _assign.setitem
     assign = _assign.assign
+    gather = indexing.gather
+    take_along_axis = indexing.take_along_axis
+    scatter = indexing.scatter
+    scatter_add = indexing.scatter_add
+    cumsum = indexing.cumsum
+    tril = indexing.tril
+    triu = indexing.triu
+    masked_fill = indexing.masked_fill
+    topk = indexing.topk
     cat = movement.cat
     cat_with = movement.cat
     stack = movement.stack

@@ -1,0 +1,1 @@
+"""Layers, state and optimizers: plain Python over Tensor."""
