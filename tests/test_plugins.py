@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import uops
+import uops.plugin
 from uops.plugins import (
     Backend,
     Device,
@@ -793,3 +794,35 @@ def test_plugin_renderer_stays_below_the_front_end(plugin: str) -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.replace("'", '"')) == []
+
+
+@pytest.mark.parametrize(
+    "declared,fits,words",
+    [
+        (None, True, ""),  # built for uops 0.1: plugin API 1.0, an older minor
+        ((1, 0), True, ""),
+        (uops.plugin.PLUGIN_API, True, ""),
+        ((0, 9), False, "built for plugin API 0.x, this core speaks {core}: upgrade uops-api"),
+        ((2, 0), False, "built for plugin API 2.0, this core speaks {core}: upgrade uops"),
+        ((1, 99), False, "built for plugin API 1.99, this core speaks {core}: upgrade uops"),
+        (("1", "0"), False, "not a (major, minor) pair of ints"),
+    ],
+)
+def test_the_plugin_api_a_backend_declares_is_checked_at_discovery(site, declared, fits: bool, words: str) -> None:
+    src = (
+        "from uops.plugin import Backend, hookimpl\n"
+        "@hookimpl\n"
+        "def uops_backends():\n"
+        f"    return [Backend('APIDEV', str, str, object, lambda: None, lambda: None, plugin_api={declared!r})]\n"
+    )
+    module = f"uops_api_{abs(hash(repr(declared)))}"  # one module per case: imports are cached
+    _fake_dist(site, "uops-api", {"APIDEV": module}, module_src=src)
+    reg = Devices()
+    (row,) = [r for r in reg.status() if r.device == "APIDEV"]
+    if fits:
+        assert row.status == "ok", row
+        return
+    core = ".".join(map(str, uops.plugin.PLUGIN_API))
+    assert row.status == "incompatible" and words.format(core=core) in (row.reason or ""), row
+    with pytest.raises(PluginError, match="incompatible"):
+        reg["APIDEV"]
