@@ -826,3 +826,41 @@ def test_the_plugin_api_a_backend_declares_is_checked_at_discovery(site, declare
     assert row.status == "incompatible" and words.format(core=core) in (row.reason or ""), row
     with pytest.raises(PluginError, match="incompatible"):
         reg["APIDEV"]
+
+
+_ORDERED = """
+from uops.plugins import Backend, hookimpl
+none = lambda: None
+
+@hookimpl(specname="uops_backends")
+def plain():
+    return [Backend("{device}", str, str, object, none, none, targets=("plain",))]
+
+{extra}
+"""
+_TRYFIRST = """@hookimpl(tryfirst=True, specname="uops_backends")
+def first():
+    return [Backend("{device}", str, str, object, none, none, targets=("tryfirst",))]
+"""
+_WRAPPER = """@hookimpl(wrapper=True, specname="uops_backends")
+def wrap():
+    inner = yield
+    return [[Backend("{device}", str, str, object, none, none, targets=("wrapped", *b.targets)) for b in out]
+            for out in inner]
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "extra", "targets"),
+    [("tryfirst", _TRYFIRST, ("tryfirst",)), ("wrapper", _WRAPPER, ("wrapped", "plain"))],
+)
+def test_hooks_are_called_with_pluggys_semantics(site, key: str, extra: str, targets: tuple[str, ...]) -> None:
+    """A ``tryfirst`` implementation runs before the others (its backend wins); a ``wrapper=True`` one wraps
+    them and what it returns is the result, as the guide promises: the registry calls such hooks through pluggy."""
+    device = f"HKSEM{key.upper()}"
+    src = _ORDERED.format(device=device, extra=extra.format(device=device))
+    _fake_dist(site, f"uops-hksem-{key}", {device: f"uops_hksem_{key}"}, module_src=src)
+    reg = Devices()
+    (row,) = [r for r in reg.status() if r.device == device]
+    assert row.status == "ok", row
+    assert reg[device].targets == targets

@@ -486,21 +486,37 @@ class Registry:
         try:
             hooks = plain_backend_hooks(module)
             if hooks is None:
-                pm = self._plugin_manager()
-                if not pm.is_registered(module):
-                    pm.register(module, name=module_name)
-                hooks = [i.function for i in pm.hook.uops_backends.get_hookimpls() if i.plugin is module]
-            if not hooks:
+                outs = self._call_through_pluggy(module, module_name)
+                if outs is None:
+                    return _HookMissing(f"{module_name} implements no uops_backends() hook")
+            elif not hooks:
                 return _HookMissing(f"{module_name} implements no uops_backends() hook")
+            else:
+                outs = [hook() for hook in hooks]
             backends: list[Backend] = []
-            for hook in hooks:
-                out = hook()
+            for out in outs:
                 if not isinstance(out, (list, tuple)):
                     return TypeError(f"uops_backends() returned {type(out).__name__}, not a list of Backend")
                 backends.extend(out)
             return backends
         except Exception as e:
             return e
+
+    def _call_through_pluggy(self, module: types.ModuleType, module_name: str) -> list[object] | None:
+        """The results of the module's hook implementations called by pluggy (None: it has none).
+
+        pluggy validates them, orders them (``tryfirst`` first, ``trylast`` last) and runs wrappers
+        (``wrapper=True`` and the old ``hookwrapper=True``) around them. Only this module's implementations
+        take part: another plugin's hook never runs for, or wraps, this one."""
+        pm = self._plugin_manager()
+        if not pm.is_registered(module):
+            pm.register(module, name=module_name)
+        others = [p for p in pm.get_plugins() if p is not module]
+        caller = pm.subset_hook_caller(BACKENDS_HOOK, remove_plugins=others)
+        if not caller.get_hookimpls():
+            return None
+        outs: list[object] = caller()
+        return outs
 
     def _record(self, device: str) -> _Record:
         name = canonical_device(device)
