@@ -864,3 +864,28 @@ def test_hooks_are_called_with_pluggys_semantics(site, key: str, extra: str, tar
     (row,) = [r for r in reg.status() if r.device == device]
     assert row.status == "ok", row
     assert reg[device].targets == targets
+
+
+def test_a_backend_whose_compiler_needs_its_runtime_says_it_cannot_cross_compile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """OpenCL compiles inside the driver: where the runtime cannot run, `uops devices` shows the device cannot
+    compile either, and `uops compile --device` says why instead of failing inside the compiler."""
+    from uops.backends.python.renderer import PythonRenderer
+    from uops.cli import main
+
+    no_driver = "no OpenCL platform found (install an ICD such as PoCL)"
+    register_backend(
+        Backend("JITDEV", PythonRenderer, str, object, lambda: None, lambda: no_driver, compile_needs_runtime=True)
+    )
+    try:
+        (row,) = [r for r in Device.status() if r.device == "JITDEV"]
+        assert row.compile_needs_runtime is True and row.compile_ok is False and row.runtime_ok is False
+        assert "cannot cross-compile" in (row.compile_reason or "") and no_driver in (row.compile_reason or "")
+        assert main(["devices"]) == 0
+        assert "no (on the device)" in capsys.readouterr().out
+        assert main(["compile", "--device", "JITDEV", "a+b"]) != 0
+        err = capsys.readouterr().err
+        assert "cannot cross-compile" in err and no_driver in err, err
+    finally:
+        unregister_backend("JITDEV")
