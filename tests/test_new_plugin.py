@@ -169,6 +169,12 @@ BROKEN: dict[str, list[tuple[str, str, str]]] = {
          "def probe_runtime() -> str | None:\n    raise RuntimeError('the driver handshake failed')\n"),
     ],
     "gccheavy": [("__init__.py", "import os\n", "import os\n\nimport numpy  # noqa: F401\n")],
+    "gccdecl": [
+        ("__init__.py", "            plugin_api=(1, 1),",
+         "            unsupported={'test_tensor.py::test_unary': 'no libm here'},\n"
+         "            expected_failures={'test_plugin_imports_only_the_plugin_api': 'fixed in 0.1.1'},\n"
+         "            plugin_api=(1, 1),"),
+    ],
     "gccprivate": [
         ("compiler.py", "import tempfile\n", "import tempfile\n\nfrom uops.runtime.elf import host_machine\n"),
     ],
@@ -261,6 +267,15 @@ def test_a_heavy_import_fails_the_kit_naming_it(kit_venv: Venv) -> None:
     rc, out = _conformance(kit_venv, "GCCHEAVY", "-k", "test_plugin_contract")
     assert rc == 1, out
     assert "numpy" in out and "uops_gccheavy" in out, out
+
+
+@pytest.mark.slow
+def test_declared_unsupported_checks_skip_and_a_stale_expected_failure_fails(kit_venv: Venv) -> None:
+    rc, out = _conformance(kit_venv, "GCCDECL", "-k", "test_unary or imports_only_the_plugin_api")
+    assert rc == 1, out  # the expected failure passes: a stale entry fails the run
+    assert "XPASS(strict)" in out and "fixed in 0.1.1" in out, out
+    assert "unsupported on GCCDECL (Backend.unsupported): no libm here" in out, out
+    assert " failed" in out and "test_unary" not in out.split("short test summary")[-1].split("SKIPPED")[0], out
 
 
 @pytest.mark.slow

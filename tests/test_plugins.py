@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import uops
+import uops.plugin
 from uops.plugins import (
     Backend,
     Device,
@@ -793,3 +794,98 @@ def test_plugin_renderer_stays_below_the_front_end(plugin: str) -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.replace("'", '"')) == []
+
+
+@pytest.mark.parametrize(
+    "declared,fits,words",
+    [
+        (None, True, ""),  # built for uops 0.1: plugin API 1.0, an older minor
+        ((1, 0), True, ""),
+        (uops.plugin.PLUGIN_API, True, ""),
+        ((0, 9), False, "built for plugin API 0.x, this core speaks {core}: upgrade uops-api"),
+        ((2, 0), False, "built for plugin API 2.0, this core speaks {core}: upgrade uops"),
+        ((1, 99), False, "built for plugin API 1.99, this core speaks {core}: upgrade uops"),
+        (("1", "0"), False, "not a (major, minor) pair of ints"),
+    ],
+)
+def test_the_plugin_api_a_backend_declares_is_checked_at_discovery(site, declared, fits: bool, words: str) -> None:
+    src = (
+        "from uops.plugin import Backend, hookimpl\n"
+        "@hookimpl\n"
+        "def uops_backends():\n"
+        f"    return [Backend('APIDEV', str, str, object, lambda: None, lambda: None, plugin_api={declared!r})]\n"
+    )
+    module = f"uops_api_{abs(hash(repr(declared)))}"  # one module per case: imports are cached
+    _fake_dist(site, "uops-api", {"APIDEV": module}, module_src=src)
+    reg = Devices()
+    (row,) = [r for r in reg.status() if r.device == "APIDEV"]
+    if fits:
+        assert row.status == "ok", row
+        return
+    core = ".".join(map(str, uops.plugin.PLUGIN_API))
+    assert row.status == "incompatible" and words.format(core=core) in (row.reason or ""), row
+    with pytest.raises(PluginError, match="incompatible"):
+        reg["APIDEV"]
+
+
+_ORDERED = """
+from uops.plugins import Backend, hookimpl
+none = lambda: None
+
+@hookimpl(specname="uops_backends")
+def plain():
+    return [Backend("{device}", str, str, object, none, none, targets=("plain",))]
+
+{extra}
+"""
+_TRYFIRST = """@hookimpl(tryfirst=True, specname="uops_backends")
+def first():
+    return [Backend("{device}", str, str, object, none, none, targets=("tryfirst",))]
+"""
+_WRAPPER = """@hookimpl(wrapper=True, specname="uops_backends")
+def wrap():
+    inner = yield
+    return [[Backend("{device}", str, str, object, none, none, targets=("wrapped", *b.targets)) for b in out]
+            for out in inner]
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "extra", "targets"),
+    [("tryfirst", _TRYFIRST, ("tryfirst",)), ("wrapper", _WRAPPER, ("wrapped", "plain"))],
+)
+def test_hooks_are_called_with_pluggys_semantics(site, key: str, extra: str, targets: tuple[str, ...]) -> None:
+    """A ``tryfirst`` implementation runs before the others (its backend wins); a ``wrapper=True`` one wraps
+    them and what it returns is the result, as the guide promises: the registry calls such hooks through pluggy."""
+    device = f"HKSEM{key.upper()}"
+    src = _ORDERED.format(device=device, extra=extra.format(device=device))
+    _fake_dist(site, f"uops-hksem-{key}", {device: f"uops_hksem_{key}"}, module_src=src)
+    reg = Devices()
+    (row,) = [r for r in reg.status() if r.device == device]
+    assert row.status == "ok", row
+    assert reg[device].targets == targets
+
+
+def test_a_backend_whose_compiler_needs_its_runtime_says_it_cannot_cross_compile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """OpenCL compiles inside the driver: where the runtime cannot run, `uops devices` shows the device cannot
+    compile either, and `uops compile --device` says why instead of failing inside the compiler."""
+    from uops.backends.python.renderer import PythonRenderer
+    from uops.cli import main
+
+    no_driver = "no OpenCL platform found (install an ICD such as PoCL)"
+    register_backend(
+        Backend("JITDEV", PythonRenderer, str, object, lambda: None, lambda: no_driver, compile_needs_runtime=True)
+    )
+    try:
+        (row,) = [r for r in Device.status() if r.device == "JITDEV"]
+        assert row.compile_needs_runtime is True and row.compile_ok is False and row.runtime_ok is False
+        assert "cannot cross-compile" in (row.compile_reason or "") and no_driver in (row.compile_reason or "")
+        assert main(["devices"]) == 0
+        assert "no (on the device)" in capsys.readouterr().out
+        assert main(["compile", "--device", "JITDEV", "a+b"]) != 0
+        err = capsys.readouterr().err
+        assert "cannot cross-compile" in err and no_driver in err, err
+    finally:
+        unregister_backend("JITDEV")

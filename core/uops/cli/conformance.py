@@ -28,7 +28,7 @@ def pytest_args(device: str, extra: Sequence[str], list_only: bool) -> list[str]
     args += [f"--uops-device={device}", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "uops.testing.plugin"]
-    args += ["--collect-only", "-q"] if list_only else ["-q", "-rfE"]
+    args += ["--collect-only", "-q"] if list_only else ["-q", "-rfEsxX"]  # skips and xfails listed apart
     return [*args, *extra]
 
 

@@ -49,7 +49,8 @@ def table_lines(rows: list[dict[str, Any]], verbose: bool) -> list[str]:
         api = "(undeclared)" if r["api_range"] is None else str(r["api_range"]) or "any"
         if r["status"] == "disabled":
             api = "-"  # a disabled plugin's metadata is not read
-        cells = (str(r["device"]), plugin, api, _targets_text(r["targets"]), _yes_no(r["compile_ok"]))
+        compiles = _yes_no(r["compile_ok"]) + (" (on the device)" if r.get("compile_needs_runtime") else "")
+        cells = (str(r["device"]), plugin, api, _targets_text(r["targets"]), compiles)
         table.append((*cells, _yes_no(r["runtime_ok"]), _status_text(r, verbose)))
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1] for line in table]

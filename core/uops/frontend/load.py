@@ -327,6 +327,7 @@ class LoadedProgram:
         need, gsz, lsz = self._checked(vals)
         handles: list[Any] = []
         readback: list[tuple[np.ndarray, Buffer]] = []
+        staged: list[Buffer] = []  # the copies of numpy arguments: alive until the launch is done, then freed
         for slot, (arg, dt) in enumerate(zip(args, self.slots)):
             where = f"kernel {spec.name}, slot {slot}"
             if isinstance(arg, Buffer):
@@ -351,14 +352,24 @@ class LoadedProgram:
                     f"({n * dt.nbytes} bytes), the {type(arg).__name__} has {arg.size}"
                 )
             if isinstance(arg, np.ndarray):
-                buf = Buffer(self.runtime, arg.size, dt).copyin(arg)
+                buf = Buffer(self.runtime, arg.size, dt)
+                staged.append(buf)
+                buf.copyin(arg)
                 if slot in self.outs:
                     readback.append((arg, buf))
                 arg = buf
             handles.append(arg.handle)
-        self.program(*handles, global_size=gsz, local_size=lsz, vals=vals)
-        for arr, buf in readback:
-            arr[...] = buf.numpy().reshape(arr.shape)
+        try:
+            self.program(*handles, global_size=gsz, local_size=lsz, vals=vals)
+            for arr, buf in readback:
+                arr[...] = buf.numpy().reshape(arr.shape)
+        finally:
+            # a handle is freed only after the device is done with it (a launch may still run on an
+            # asynchronous runtime), and never left to the garbage collector while the launch holds it
+            if staged:
+                self.runtime.synchronize()
+            for buf in staged:
+                buf.free()
 
     def __repr__(self) -> str:
         return f"<LoadedProgram {self.spec.name} on {self.device} ({self.signature})>"

@@ -53,7 +53,7 @@ class PluginStatus(FrozenValue):
 
     __slots__ = (
         "device", "module", "distribution", "version", "api_range", "status", "reason", "fix", "targets",
-        "compile_ok", "compile_reason", "runtime_ok", "runtime_reason", "priority", "builtin",
+        "compile_ok", "compile_reason", "runtime_ok", "runtime_reason", "priority", "builtin", "compile_needs_runtime",
     )  # fmt: skip
 
     device: str
@@ -71,16 +71,17 @@ class PluginStatus(FrozenValue):
     runtime_reason: str | None
     priority: int | None
     builtin: bool
+    compile_needs_runtime: bool | None  # its compiler runs inside its runtime (no cross-compiling); None: not loaded
 
     def __init__(
         self, *, device: str, module: str, distribution: str | None, version: str | None, api_range: str | None,
         status: str, reason: str | None, fix: str | None, targets: tuple[str, ...], compile_ok: bool | None,
         compile_reason: str | None, runtime_ok: bool | None, runtime_reason: str | None, priority: int | None,
-        builtin: bool,
+        builtin: bool, compile_needs_runtime: bool | None = None,
     ) -> None:  # fmt: skip
         self._set((
             device, module, distribution, version, api_range, status, reason, fix, targets, compile_ok,
-            compile_reason, runtime_ok, runtime_reason, priority, builtin,
+            compile_reason, runtime_ok, runtime_reason, priority, builtin, compile_needs_runtime,
         ))  # fmt: skip
 
 
@@ -149,6 +150,7 @@ class _Record:
             runtime_reason=self.runtime_reason,
             priority=self.backend.priority if self.backend else None,
             builtin=self.builtin,
+            compile_needs_runtime=self.backend.compile_needs_runtime if self.backend else None,
         )
 
 
@@ -383,6 +385,11 @@ class Registry:
                 rec.runtime_reason, rec.runtime_probed = result, True
         if runtime_only:
             return
+        if backend.compile_needs_runtime and rec.runtime_reason is not None and rec.compile_reason is None:
+            rec.compile_reason = (
+                f"its compiler runs inside the {rec.device} runtime (the backend declares compile_needs_runtime), "
+                f"so it cannot cross-compile where the runtime cannot run: {rec.runtime_reason}"
+            )
         if rec.compile_reason is None and rec.runtime_reason is None:
             rec.state = "ok"
         else:
@@ -486,21 +493,37 @@ class Registry:
         try:
             hooks = plain_backend_hooks(module)
             if hooks is None:
-                pm = self._plugin_manager()
-                if not pm.is_registered(module):
-                    pm.register(module, name=module_name)
-                hooks = [i.function for i in pm.hook.uops_backends.get_hookimpls() if i.plugin is module]
-            if not hooks:
+                outs = self._call_through_pluggy(module, module_name)
+                if outs is None:
+                    return _HookMissing(f"{module_name} implements no uops_backends() hook")
+            elif not hooks:
                 return _HookMissing(f"{module_name} implements no uops_backends() hook")
+            else:
+                outs = [hook() for hook in hooks]
             backends: list[Backend] = []
-            for hook in hooks:
-                out = hook()
+            for out in outs:
                 if not isinstance(out, (list, tuple)):
                     return TypeError(f"uops_backends() returned {type(out).__name__}, not a list of Backend")
                 backends.extend(out)
             return backends
         except Exception as e:
             return e
+
+    def _call_through_pluggy(self, module: types.ModuleType, module_name: str) -> list[object] | None:
+        """The results of the module's hook implementations called by pluggy (None: it has none).
+
+        pluggy validates them, orders them (``tryfirst`` first, ``trylast`` last) and runs wrappers
+        (``wrapper=True`` and the old ``hookwrapper=True``) around them. Only this module's implementations
+        take part: another plugin's hook never runs for, or wraps, this one."""
+        pm = self._plugin_manager()
+        if not pm.is_registered(module):
+            pm.register(module, name=module_name)
+        others = [p for p in pm.get_plugins() if p is not module]
+        caller = pm.subset_hook_caller(BACKENDS_HOOK, remove_plugins=others)
+        if not caller.get_hookimpls():
+            return None
+        outs: list[object] = caller()
+        return outs
 
     def _record(self, device: str) -> _Record:
         name = canonical_device(device)

@@ -21,9 +21,33 @@ from uops.plugins import Device
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["close", "glob", "private_compile_cache", "rnd", "run_child", "run_kernel", "supports_dtype"]
+__all__ = [
+    "built_for", "close", "glob", "private_compile_cache", "require_api", "rnd", "run_child", "run_kernel",
+    "supports_dtype",
+]  # fmt: skip
 
 RNG = np.random.default_rng(0)
+
+
+def built_for(device: str) -> tuple[int, int]:
+    """The plugin API ``device``'s plugin was built for (`Backend.plugin_api`; 1.0 when it declares none)."""
+    from uops.plugins.api import LEGACY_API
+
+    return Device[device].backend.plugin_api or LEGACY_API
+
+
+def require_api(device: str, api: tuple[int, int], what: str) -> None:
+    """Skip a check of a requirement that plugin API ``api`` added when ``device`` was built for an older one.
+
+    Why: a minor release of the API only adds, also to what plugins are held to, so a plugin built for 1.0
+    is checked against 1.0's contract (the frozen plugin in the core's ``tests/compat`` is)."""
+    import pytest
+
+    built = built_for(device)
+    if built < api:
+        pytest.skip(
+            f"{what} is required since plugin API {api[0]}.{api[1]}; {device} was built for {built[0]}.{built[1]}"
+        )
 
 
 def rnd(*shape: int, lo: float = -2.0, hi: float = 2.0) -> np.ndarray:

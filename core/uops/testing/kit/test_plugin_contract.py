@@ -17,7 +17,7 @@ from uops.codegen.program import get_program
 from uops.compiler import CompileError
 from uops.plugins import Device
 from uops.runtime import ProgramLoadError
-from uops.testing.kit.helpers import glob, run_child
+from uops.testing.kit.helpers import glob, require_api, run_child
 
 #: standard-library modules that cost milliseconds to import; a plugin module needs none of them
 #: before its device is used (probes look at files: uops.plugins.probes)
@@ -83,6 +83,7 @@ def heavy_imports(new: list[str], module: str) -> list[str]:
 
 
 def test_plugin_module_imports_nothing_heavy(device: str) -> None:
+    require_api(device, (1, 1), "the start-up budget of a plugin's module")
     module = plugin_module(device)
     out = _import_plugin(device)
     assert out["backends"] == 1, f"{module}.uops_backends() returned {out['backends']} backends for {device}"
@@ -149,6 +150,7 @@ def test_listing_devices_imports_no_plugin(device: str) -> None:
 
 
 def test_errors_name_the_plugin_the_compiler_and_the_kernel(device: str) -> None:
+    require_api(device, (1, 1), "ProgramLoadError from Runtime.load")
     d = Device[device]
     with pytest.raises(CompileError) as e:
         d.compiler.compile("this is not a kernel {{{ \n")

@@ -19,7 +19,7 @@ from uops.frontend.load import LoadedProgram
 from uops.frontend.realize import buffer_numpy
 from uops.plugins import Device
 from uops.runtime import Buffer
-from uops.testing.kit.helpers import glob, run_child
+from uops.testing.kit.helpers import glob, require_api, run_child
 
 rng = np.random.default_rng(11)
 
@@ -225,6 +225,7 @@ def test_every_frontend_kernel_loads_with_its_own_buffers(device: str, case: str
 def test_randomly_edited_specs_get_named_errors_or_run_right(device: str) -> None:
     """A saved spec edited at random (fields dropped, retyped, names and sizes changed): a ValueError,
     TypeError or a refused symbol, or a correct result; never a crash or a wrong answer."""
+    require_api(device, (1, 1), "checked loading of edited binaries (ProgramLoadError)")
     r = run_child(
         f"""
         import copy, json, random, tempfile
