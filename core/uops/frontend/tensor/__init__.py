@@ -24,7 +24,7 @@ from uops.ir.uop import UOp
 
 from ..realize import readback, realize, upload
 from ..schedule import ScheduleItem, create_schedule, device_of, shape_of
-from . import creation, elementwise, movement, nn, reduce
+from . import conv, creation, elementwise, movement, nn, reduce
 from .args import AxisError, Scalar, broadcast_shape, check_scalar, device_arg, scalar_dtype, to_dtype
 
 __all__ = ["AxisError", "Scalar", "Tensor", "broadcast_shape"]
@@ -404,3 +404,18 @@ class Tensor(_Casts):
     linear = nn.linear
     __matmul__ = nn.matmul
     __rmatmul__ = nn.rmatmul
+    one_hot = nn.one_hot
+    cross_entropy = nn.cross_entropy
+    sparse_categorical_crossentropy = nn.sparse_categorical_crossentropy
+    binary_crossentropy = nn.binary_crossentropy
+    binary_crossentropy_logits = nn.binary_crossentropy_logits
+    dropout = nn.dropout
+    batchnorm = nn.batchnorm
+    batchnorm_train = nn.batchnorm_train
+
+    # ----- convolution and pooling -----
+    _pool = conv.pool
+    conv2d = conv.conv2d
+    conv1d = conv.conv1d
+    max_pool2d = conv.max_pool2d
+    avg_pool2d = conv.avg_pool2d
