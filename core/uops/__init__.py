@@ -11,6 +11,7 @@ from uops.version import __version__
 
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
 if TYPE_CHECKING:
+    from uops.frontend.autograd import no_grad
     from uops.frontend.load import load_program
     from uops.frontend.tensor import Tensor
     from uops.ir.ops import AxisType, GroupOp, Ops
@@ -29,6 +30,7 @@ _LAZY = {
     "UOp": "uops.ir.uop",
     "Device": "uops.plugins",
     "Tensor": "uops.frontend.tensor",
+    "no_grad": "uops.frontend.autograd",
     "load_program": "uops.frontend.load",  # the checked loader of saved ProgramSpecs
 }
 
@@ -62,4 +64,5 @@ __all__ = [
     "dtypes",
     "graph_rewrite",
     "load_program",
+    "no_grad",
 ]
