@@ -1,0 +1,33 @@
+"""``uops.nn``: layers, parameter and state walking, safetensors state (``uops.nn.state``) and
+optimizers (``uops.nn.optim``) — plain Python over ``Tensor``, with no kernels of their own."""
+
+from uops.nn import optim, state
+from uops.nn.layers import (
+    BatchNorm2d,
+    Conv2d,
+    Dropout,
+    LayerNorm,
+    Linear,
+    Sequential,
+    StateDictError,
+    get_parameters,
+    get_state_dict,
+    load_state_dict,
+    set_training,
+)
+
+__all__ = [
+    "BatchNorm2d",
+    "Conv2d",
+    "Dropout",
+    "LayerNorm",
+    "Linear",
+    "Sequential",
+    "StateDictError",
+    "get_parameters",
+    "get_state_dict",
+    "load_state_dict",
+    "optim",
+    "set_training",
+    "state",
+]
