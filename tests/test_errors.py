@@ -13,6 +13,7 @@ from uops import UopsError
 # the plugin packages are walked too: their errors are uops' errors for a user
 PACKAGES = ["uops", "uops_cpu_clang", "uops_cuda", "uops_amd", "uops_metal"]
 
+
 def _public_errors() -> dict[str, type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
     for top in PACKAGES:

@@ -11,6 +11,7 @@ from uops.version import __version__
 
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
 if TYPE_CHECKING:
+    from uops.frontend.autograd import no_grad
     from uops.frontend.dlpack import from_dlpack
     from uops.frontend.jit import Jit, JitError, jit
     from uops.frontend.load import load_program
@@ -32,6 +33,7 @@ _LAZY = {
     "UOp": "uops.ir.uop",
     "Device": "uops.plugins",
     "Tensor": "uops.frontend.tensor",
+    "no_grad": "uops.frontend.autograd",
     "load_program": "uops.frontend.load",  # the checked loader of saved ProgramSpecs
     "jit": "uops.frontend.jit",  # capture a function's kernels, replay them on new inputs
     "Jit": "uops.frontend.jit",
@@ -75,4 +77,5 @@ __all__ = [
     "graph_rewrite",
     "jit",
     "load_program",
+    "no_grad",
 ]

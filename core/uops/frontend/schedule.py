@@ -99,6 +99,48 @@ def apply_view(u: UOp, fn: Callable[[ShapeTracker], ShapeTracker]) -> UOp:
     return UOp(Ops.VIEW, u.dtype, (base,), new)
 
 
+@dataclass(frozen=True)
+class MoveTracker(ShapeTracker):
+    """The tracker of a view made by one elementary movement, which it records as ``(method, arg)``
+    (``("reshape", shape)``, ``("detach", None)``...): autograd reads it to send gradients back."""
+
+    move: tuple[str, object] = ("detach", None)
+
+
+def move(u: UOp, method: str, arg: object) -> UOp:
+    """One elementary movement of a tensor-level node (``method`` names the ShapeTracker method).
+
+    The tracker is merged with the views below, as ``apply_view`` does, so kernels see one view;
+    a second source keeps the node moved (when it is a view), so the chain of elementary movements
+    survives the merge for autograd. A chain that undoes itself over a computed value is that value,
+    unless a detach is in it."""
+    srcs: tuple[UOp, ...]
+    if u.op is Ops.VIEW:
+        base, st, srcs = u.src[0], u.arg, (u.src[0], u)
+    else:
+        base, st, srcs = u, ShapeTracker.from_shape(shape_of(u)), (u,)
+    new = st if method == "detach" else getattr(st, method)(arg)
+    if (
+        base.op is not Ops.BUFFER
+        and new.contiguous
+        and new.shape == shape_of(base)
+        and method != "detach"
+        and not _detached(u)
+    ):
+        return base
+    return UOp(Ops.VIEW, u.dtype, srcs, MoveTracker(new.views, (method, arg)))
+
+
+def _detached(u: UOp) -> bool:
+    while u.op is Ops.VIEW:
+        if isinstance(u.arg, MoveTracker) and u.arg.move[0] == "detach":
+            return True
+        if len(u.src) < 2:
+            return False
+        u = u.src[1]
+    return False
+
+
 def reshaped(u: UOp, shape: tuple[int, ...]) -> UOp:
     return u if shape_of(u) == shape else apply_view(u, lambda st: st.reshape(shape))
 
@@ -173,12 +215,13 @@ def apply_rebased(roots: list[UOp]) -> list[UOp]:
         sink = sink.substitute(mapping)
 
 
-#: VIEW(VIEW(x)) -> one VIEW (appears when a realized value replaces a lazy node under a view)
+#: VIEW(VIEW(x)) -> one VIEW (appears when a realized value replaces a lazy node under a view); the
+#: record of elementary movements (a view's second source) is for autograd, not needed from here on
 merge_views = PatternMatcher(
     [
         (
-            UPat(Ops.VIEW, src=(UPat(Ops.VIEW, name="inner"),), name="outer"),
-            lambda outer, inner: UOp(Ops.VIEW, outer.dtype, inner.src, inner.arg + outer.arg),
+            UPat(Ops.VIEW, src=(UPat(Ops.VIEW, name="inner"),), name="outer", allow_any_len=True),
+            lambda outer, inner: UOp(Ops.VIEW, outer.dtype, inner.src[:1], inner.arg + outer.arg),
         )
     ]
 )

@@ -216,7 +216,8 @@ def unravel(terms: list[tuple[UOp, int, int, int]], offset: int, shape: Shape) -
     """Per-dim indices into ``shape`` of the linear index ``offset + sum(idx * coeff)``.
 
     ``terms`` are ``(idx, coeff, lo, hi)`` with ``lo <= idx <= hi`` wherever the result is used.
-    When every term lands in one dim without carries the result is plain affine math;
+    When the terms' digits (their coefficients in the shape's mixed radix) add up in every dim
+    without carries the result is plain affine math;
     otherwise it falls back to division and modulo.
     """
     n = len(shape)
@@ -237,22 +238,23 @@ def unravel(terms: list[tuple[UOp, int, int, int]], offset: int, shape: Shape) -
             rem %= cs[d]
         per: list[list[tuple[UOp, int, int]]] = [[] for _ in range(n)]
         lo_v, hi_v = list(cd), list(cd)
-        ok = True
         for idx, c, lo, hi in terms:
             if hi == lo:
                 continue
-            cands = [d for d in range(n) if shape[d] != 1 and cs[d] != 0 and c % cs[d] == 0]
-            if not cands:
-                ok = False
-                break
-            d = max(cands, key=lambda k: cs[k])
-            k = c // cs[d]
-            per[d].append((idx, k, lo))
-            if k > 0:
-                hi_v[d] += k * (hi - lo)
-            else:
-                lo_v[d] += k * (hi - lo)
-        if ok and all(lo_v[d] >= 0 and hi_v[d] < max(shape[d], 1) for d in range(n)):
+            # c's digits in the shape's mixed radix: a window start ``k * (size + dilation)`` over a
+            # repeated dim is one step of the repeat plus ``dilation`` inside it
+            sign, rem = (1, c) if c > 0 else (-1, -c)
+            for d in range(n):
+                if shape[d] == 1 or rem < cs[d]:
+                    continue
+                q, rem = divmod(rem, cs[d])
+                k = sign * q
+                per[d].append((idx, k, lo))
+                if k > 0:
+                    hi_v[d] += k * (hi - lo)
+                else:
+                    lo_v[d] += k * (hi - lo)
+        if all(lo_v[d] >= 0 and hi_v[d] < max(shape[d], 1) for d in range(n)):
             out = []
             for d in range(n):
                 const = cd[d] - sum(k * lo for _, k, lo in per[d])

@@ -13,6 +13,7 @@ the realize layer.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,14 +23,23 @@ from uops.dtypes import DType, dtypes, from_numpy, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
-from .. import dlpack, inplace
+from .. import autograd, dlpack, inplace
+from ..autograd import GRAD_ENABLED, AutogradError, NonDifferentiableError, no_grad
 from ..realize import readback, realize, upload
-from ..schedule import ScheduleItem, create_schedule, device_of, shape_of
+from ..schedule import ScheduleItem, create_schedule, device_of, move, shape_of
 from . import assign as _assign
-from . import creation, elementwise, indexing, movement, nn, reduce, sort
+from . import conv, creation, elementwise, indexing, movement, nn, reduce, sort
 from .args import AxisError, Scalar, broadcast_shape, check_scalar, device_arg, scalar_dtype, to_dtype
 
-__all__ = ["AxisError", "Scalar", "Tensor", "broadcast_shape"]
+__all__ = ["AutogradError", "AxisError", "NonDifferentiableError", "Scalar", "Tensor", "broadcast_shape", "no_grad"]
+
+#: id -> the leaf tensors requiring grad (set by the user, not made by an op): what ``backward()`` fills.
+#: Keyed by id, not a WeakSet: a set would compare tensors with ``==``, which is elementwise here.
+_leaves: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+
+def _is_leaf(t: Tensor) -> bool:
+    return _leaves.get(id(t)) is t
 
 
 class _Casts:
@@ -74,7 +84,8 @@ def _list_dtype(arr: np.ndarray, data: Sequence[Any]) -> DType:
 class Tensor(_Casts):
     """A lazy n-dimensional array on one device."""
 
-    __slots__ = ("uop", "device")
+    __slots__ = ("uop", "device", "grad", "_requires_grad")
+    grad: Tensor | None
     #: numpy defers to Tensor's operators (``ndarray + Tensor`` is a Tensor), and ``np.asarray(t)`` reads the values
     __array_ufunc__ = None
 
@@ -83,7 +94,20 @@ class Tensor(_Casts):
         data: Tensor | UOp | np.ndarray | Sequence[Any] | Scalar,
         device: str | None = None,
         dtype: DType | str | type | None = None,
+        requires_grad: bool = False,
     ):
+        self.grad = None
+        self._requires_grad = False
+        self._build(data, device, dtype)
+        if requires_grad:
+            self.requires_grad = True
+
+    def _build(
+        self,
+        data: Tensor | UOp | np.ndarray | Sequence[Any] | Scalar,
+        device: str | None,
+        dtype: DType | str | type | None,
+    ) -> None:
         dt = to_dtype(dtype)
         self.device = device_arg(device)
         if isinstance(data, UOp):
@@ -94,6 +118,7 @@ class Tensor(_Casts):
             src = data.to(self.device) if device is not None else data
             self.device = src.device
             self.uop = src.uop if dt is None else src.cast(dt).uop
+            self._requires_grad = src._requires_grad
             return
         if isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             d = dt or scalar_dtype(data)
@@ -113,12 +138,118 @@ class Tensor(_Casts):
             dt = from_numpy(arr.dtype)
         self.uop = upload(arr, dt, self.device)
 
-    def _new(self, u: UOp) -> Tensor:
-        """A tensor of node ``u`` on this tensor's device."""
+    def _new(self, u: UOp, *others: Tensor) -> Tensor:
+        """A tensor of node ``u`` on this tensor's device, made from this tensor (and ``others``): it requires
+        grad when one of them does (inside ``no_grad`` it does not, and its node is detached)."""
         t = object.__new__(type(self))
-        t.uop, t.device = u, self.device
+        rg = self._requires_grad or any(o._requires_grad for o in others)
+        if rg and not GRAD_ENABLED[0]:
+            u, rg = move(u, "detach", None), False
+        t.uop, t.device, t.grad, t._requires_grad = u, self.device, None, rg
         inplace.note_reader(u)
         return t
+
+    # ----- autograd (rules in frontend/autograd.py) -----
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients flow to this tensor: set on a leaf, inherited by every result of an op on it."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value == self._requires_grad:
+            return
+        if self._requires_grad and not _is_leaf(self):
+            raise AutogradError(
+                f"requires_grad can only be turned off on a leaf tensor; this one (shape {self.shape}) is the "
+                "result of ops on tensors requiring grad: use .detach()"
+            )
+        if not value:
+            self._requires_grad = False
+            _leaves.pop(id(self), None)
+            return
+        if not dtypes.is_float(self.dtype):
+            raise NonDifferentiableError(
+                f"only floating-point tensors can require grad, this one is {self.dtype.name}; cast it first"
+            )
+        if not (self.uop.op is Ops.VIEW and self.uop.src[0].op is Ops.BUFFER):
+            self.realize()  # a leaf is its own buffer: a lazy or constant node could be shared with others
+        self._requires_grad = True
+        _leaves[id(self)] = self
+
+    @property
+    def is_leaf(self) -> bool:
+        """Whether this tensor was made by the user, not by an op on tensors requiring grad."""
+        return not self._requires_grad or _is_leaf(self)
+
+    def detach(self) -> Tensor:
+        """The same value, with no gradient flowing back through it."""
+        t = self._new(move(self.uop, "detach", None))
+        t._requires_grad = False
+        return t
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    no_grad = staticmethod(no_grad)
+
+    def _root_grad(self, gradient: Tensor | np.ndarray | Scalar | None, what: str) -> UOp:
+        if not self._requires_grad:
+            raise AutogradError(
+                f"{what} of a tensor that does not require grad (shape {self.shape}): none of the tensors it was "
+                "computed from has requires_grad=True, or it was made under no_grad() or from .detach()"
+            )
+        if not dtypes.is_float(self.dtype):
+            raise NonDifferentiableError(
+                f"{what} of a {self.dtype.name} tensor: only floating-point tensors have gradients"
+            )
+        if gradient is None:
+            if self.numel() != 1:
+                raise AutogradError(
+                    f"{what} of a non-scalar tensor (shape {self.shape}) needs a gradient argument of that shape "
+                    "(the gradient of whatever the tensor feeds into); or reduce it first, e.g. .sum()"
+                )
+            return type(self).ones_like(self).uop
+        g = gradient if isinstance(gradient, Tensor) else Tensor(gradient, device=self.device, dtype=self.dtype)
+        if g.shape != self.shape:
+            raise AutogradError(f"{what}: the gradient has shape {g.shape}, the tensor {self.shape}; they must agree")
+        return g.cast(self.dtype).uop
+
+    def _grad_tensor(self, u: UOp) -> Tensor:
+        t = object.__new__(type(self))
+        t.uop, t.device, t.grad, t._requires_grad = u.cast(self.dtype), self.device, None, False
+        return t
+
+    def backward(self, gradient: Tensor | np.ndarray | Scalar | None = None) -> Tensor:
+        """Add the gradient of this tensor to ``.grad`` of every leaf requiring grad it was computed from.
+
+        Gradients accumulate over calls until ``.grad`` is set to None; they are lazy tensors (the backward
+        graph is scheduled and fused when they are realized). ``gradient`` is needed unless this is a scalar."""
+        root = self._root_grad(gradient, "backward()")
+        by_node: dict[UOp, list[Tensor]] = {}
+        for leaf in list(_leaves.values()):
+            if leaf._requires_grad:
+                by_node.setdefault(leaf.uop, []).append(leaf)
+        grads = autograd.compute_gradients(self.uop, root, set(by_node))
+        for node, g in grads.items():
+            for leaf in by_node[node]:
+                new = leaf._grad_tensor(g)
+                leaf.grad = new if leaf.grad is None else leaf.grad + new
+        return self
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | np.ndarray | Scalar | None = None) -> list[Tensor]:
+        """The gradients of this tensor with respect to ``targets`` (zeros for one it does not depend on);
+        no ``.grad`` is touched."""
+        for t in targets:
+            if not dtypes.is_float(t.dtype):
+                raise NonDifferentiableError(
+                    f"gradient with respect to a {t.dtype.name} tensor (shape {t.shape}): only floating-point "
+                    "tensors have gradients"
+                )
+        root = self._root_grad(gradient, "gradient()")
+        grads = autograd.compute_gradients(self.uop, root, {t.uop for t in targets})
+        return [t._grad_tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
 
     # ----- basic properties -----
     @property
@@ -199,7 +330,10 @@ class Tensor(_Casts):
         """Compute this tensor (and ``others``) now; afterwards each is backed by a buffer."""
         ts = (self, *others)
         for t, v in zip(ts, realize([t.uop for t in ts], self.device)):
-            t.uop = v if v is t.uop else inplace.own(t.uop, v, self.device)
+            nv = v if v is t.uop else inplace.own(t.uop, v, self.device)
+            if t._requires_grad and not _is_leaf(t):
+                autograd.remember_origin(nv, t.uop)
+            t.uop = nv
         return self
 
     def numpy(self) -> np.ndarray:
@@ -221,7 +355,9 @@ class Tensor(_Casts):
             return self
         if device_of(self.uop) is None:  # pure constants live nowhere yet
             return Tensor(self.uop, device=dev)
-        return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), dev), device=dev)
+        out = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), dev), device=dev)
+        out._requires_grad = self._requires_grad and GRAD_ENABLED[0]
+        return out
 
     def contiguous(self) -> Tensor:
         """A kernel boundary: the value is materialised in its own buffer."""
@@ -262,6 +398,7 @@ class Tensor(_Casts):
 
     # ----- movement and indexing -----
     _view = movement.view
+    _moved = movement.moved
     _axis = movement.axis
     _stride = movement.stride
     reshape = movement.reshape
@@ -460,6 +597,21 @@ class Tensor(_Casts):
     linear = nn.linear
     __matmul__ = nn.matmul
     __rmatmul__ = nn.rmatmul
+    one_hot = nn.one_hot
+    cross_entropy = nn.cross_entropy
+    sparse_categorical_crossentropy = nn.sparse_categorical_crossentropy
+    binary_crossentropy = nn.binary_crossentropy
+    binary_crossentropy_logits = nn.binary_crossentropy_logits
+    dropout = nn.dropout
+    batchnorm = nn.batchnorm
+    batchnorm_train = nn.batchnorm_train
+
+    # ----- convolution and pooling -----
+    _pool = conv.pool
+    conv2d = conv.conv2d
+    conv1d = conv.conv1d
+    max_pool2d = conv.max_pool2d
+    avg_pool2d = conv.avg_pool2d
 
     # ----- sorting -----
     ranks = sort.ranks

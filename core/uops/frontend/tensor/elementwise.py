@@ -61,7 +61,7 @@ def operands(self: Tensor, other: Tensor | Scalar | np.ndarray, reverse: bool = 
 
 
 def alu(self: Tensor, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
-    return self._new(UOp(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
+    return self._new(UOp(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))), *srcs)
 
 
 def as_float(self: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ import numpy as np
 
 from uops.dtypes import dtypes, least_upper_dtype
 
-from ..schedule import apply_view, const_view
+from ..schedule import apply_view, const_view, move
 from ..view import ShapeTracker
 from .args import Scalar, axis_arg, int_arg
 
@@ -22,7 +22,13 @@ if TYPE_CHECKING:
 
 
 def view(self: Tensor, fn: Callable[[ShapeTracker], ShapeTracker]) -> Tensor:
+    """A view through any tracker function: not differentiable (autograd needs ``moved``)."""
     return self._new(apply_view(self.uop, fn))
+
+
+def moved(self: Tensor, method: str, arg: Any) -> Tensor:
+    """One elementary movement (a ShapeTracker method and its argument), recorded for autograd."""
+    return self._new(move(self.uop, method, arg))
 
 
 def axis(self: Tensor, ax: Any, ndim: int | None = None, what: str = "axis") -> int:
@@ -51,7 +57,7 @@ def reshape(self: Tensor, *shape: Any) -> Tensor:
         )
     if tuple(new) == self.shape:
         return self
-    return self._view(lambda st: st.reshape(tuple(new)))
+    return self._moved("reshape", tuple(new))
 
 
 def permute(self: Tensor, *order: Any) -> Tensor:
@@ -60,7 +66,7 @@ def permute(self: Tensor, *order: Any) -> Tensor:
         raise ValueError(f"permute order {o} is not a permutation of the {self.ndim} axes of shape {self.shape}")
     if o == tuple(range(self.ndim)):
         return self
-    return self._view(lambda st: st.permute(o))
+    return self._moved("permute", o)
 
 
 def transpose(self: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
@@ -85,7 +91,7 @@ def expand(self: Tensor, *shape: Any) -> Tensor:
             raise ValueError(f"cannot expand shape {self.shape} to {shp}: only size-1 dimensions can grow")
     if new == x.shape:
         return x
-    return x._view(lambda st: st.expand(new))
+    return x._moved("expand", new)
 
 
 def broadcast_to(self: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -101,10 +107,10 @@ def pad(self: Tensor, padding: Sequence[tuple[int, int] | None], value: Scalar =
         raise ValueError(f"pad amounts must be >= 0, got {pads}; use shrink to cut")
     if all(p == (0, 0) for p in pads):
         return self
-    out = self._view(lambda st: st.pad(pads))
+    out = self._moved("pad", pads)
     if value == 0:
         return out
-    mask = self._new(const_view(True, dtypes.bool, self.shape))._view(lambda st: st.pad(pads))
+    mask = self._new(const_view(True, dtypes.bool, self.shape))._moved("pad", pads)
     return mask.where(out, value)
 
 
@@ -121,19 +127,19 @@ def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
             raise ValueError(f"shrink range {(b, e)} is invalid for axis {d} of size {s} (shape {self.shape})")
     if all(r == (0, s) for r, s in zip(a, self.shape)):
         return self
-    return self._view(lambda st: st.shrink(a))
+    return self._moved("shrink", a)
 
 
 def flip(self: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
     axes = tuple(range(self.ndim)) if axis is None else tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
     ax = tuple(self._axis(a) for a in axes)
-    return self._view(lambda st: st.flip(ax)) if ax else self
+    return self._moved("flip", ax) if ax else self
 
 
 def stride(self: Tensor, steps: tuple[int, ...]) -> Tensor:
     if all(s == 1 for s in steps):
         return self
-    return self._view(lambda st: st.stride(steps))
+    return self._moved("stride", tuple(steps))
 
 
 def squeeze(self: Tensor, dim: int | None = None) -> Tensor:

@@ -1,16 +1,18 @@
-"""Neural-network helpers: activations, softmax family, matmul and linear layers (compositions of the rest)."""
+"""Neural-network helpers: activations, softmax family, matmul and linear layers, losses, one_hot,
+dropout and batchnorm (compositions of the rest)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 
-from uops.dtypes import dtypes, least_upper_dtype
+from uops.dtypes import DType, dtypes, least_upper_dtype
+from uops.errors import UopsError
 
-from .args import broadcast_shape
+from .args import broadcast_shape, int_arg, to_dtype
 
 if TYPE_CHECKING:
     from . import Tensor
@@ -93,3 +95,196 @@ def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``self @ weight.T + bias`` with ``weight`` shaped (out_features, in_features), as in PyTorch."""
     out = self.matmul(weight.T)
     return out + bias if bias is not None else out
+
+
+class LossArgumentError(UopsError, ValueError):
+    """A loss or an nn helper got arguments that do not fit together (shapes, dtypes, options)."""
+
+
+Reduction = Literal["mean", "sum", "none"]
+
+
+def _reduced(loss: Tensor, reduction: Reduction, count: Tensor | int | None = None) -> Tensor:
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.mean() if count is None else loss.sum() / count
+    raise LossArgumentError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def one_hot(self: Tensor, num_classes: int = -1, dtype: DType | str | None = None) -> Tensor:
+    """``self`` (integer class indices) with a new last axis of ``num_classes`` zeros and a one at each
+    index (``-1``: the largest index + 1, which reads the values). int32 by default."""
+    if not dtypes.is_int(self.dtype):
+        raise LossArgumentError(f"one_hot needs integer class indices, got {self.dtype.name}")
+    if num_classes == -1:
+        num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    n = int_arg(num_classes, "num_classes")
+    if n < 0:
+        raise LossArgumentError(f"num_classes must be >= 0 (or -1), got {n}")
+    classes = type(self).arange(n, dtype=self.dtype, device=self.device)
+    return (self.unsqueeze(-1) == classes).cast(to_dtype(dtype) or dtypes.default_int)
+
+
+def _class_nll(
+    self: Tensor,
+    target: Tensor,
+    axis: int,
+    reduction: Reduction,
+    label_smoothing: float,
+    ignore_index: int | None,
+    name: str,
+) -> Tensor:
+    """Cross entropy of logits ``self`` against integer classes (or class probabilities) along ``axis``."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise LossArgumentError(f"{name}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if self.ndim == 0:
+        raise LossArgumentError(f"{name} needs logits with a class axis, got a 0-d tensor")
+    ax = self._axis(axis)
+    n_cls = self.shape[ax]
+    logp = self.log_softmax(ax)
+    if dtypes.is_float(target.dtype):
+        if target.shape != self.shape:
+            raise LossArgumentError(f"{name}: class probabilities {target.shape} must match the logits {self.shape}")
+        probs, valid = target, None
+    else:
+        want = self.shape[:ax] + self.shape[ax + 1 :]
+        if target.shape != want:
+            raise LossArgumentError(
+                f"{name}: integer labels must have the logits' shape {self.shape} without the class axis {ax}, "
+                f"i.e. {want}; got {target.shape}"
+            )
+        probs = target.one_hot(n_cls, dtype=logp.dtype)
+        if ax != self.ndim - 1:
+            probs = probs.permute(tuple(range(ax)) + (self.ndim - 1,) + tuple(range(ax, self.ndim - 1)))
+        valid = None if ignore_index is None else target != ignore_index
+    if label_smoothing:
+        probs = probs * (1.0 - label_smoothing) + label_smoothing / n_cls
+    loss = -(logp * probs).sum(ax)
+    if valid is None:
+        return _reduced(loss, reduction)
+    loss = valid.where(loss, 0.0)
+    return _reduced(loss, reduction, valid.sum().maximum(1))
+
+
+def cross_entropy(
+    self: Tensor,
+    target: Tensor,
+    reduction: Reduction = "mean",
+    label_smoothing: float = 0.0,
+    ignore_index: int = -100,
+) -> Tensor:
+    """``torch.nn.functional.cross_entropy``: logits (N, C, ...) with classes on axis 1 (or (C,)),
+    ``target`` integer labels (N, ...) or class probabilities shaped like the logits; labels equal
+    to ``ignore_index`` count for nothing (and not in the mean)."""
+    return _class_nll(
+        self, target, 1 if self.ndim > 1 else 0, reduction, label_smoothing, ignore_index, "cross_entropy"
+    )
+
+
+def sparse_categorical_crossentropy(
+    self: Tensor,
+    target: Tensor,
+    ignore_index: int = -1,
+    label_smoothing: float = 0.0,
+    reduction: Reduction = "mean",
+) -> Tensor:
+    """tinygrad's and Keras' spelling: logits (..., C) with classes on the last axis, integer labels (...)."""
+    if dtypes.is_float(target.dtype):
+        raise LossArgumentError(f"sparse_categorical_crossentropy needs integer labels, got {target.dtype.name}")
+    return _class_nll(self, target, -1, reduction, label_smoothing, ignore_index, "sparse_categorical_crossentropy")
+
+
+def _binary_target(self: Tensor, target: Tensor, name: str) -> Tensor:
+    if target.shape != self.shape:
+        raise LossArgumentError(f"{name}: target {target.shape} must have the input's shape {self.shape}")
+    return target._float()
+
+
+def binary_crossentropy(self: Tensor, target: Tensor, reduction: Reduction = "mean") -> Tensor:
+    """Binary cross entropy of probabilities ``self``; each log is clamped at -100 as in torch."""
+    y = _binary_target(self, target, "binary_crossentropy")
+    p = self._float()
+    loss = -(y * p.log().maximum(-100.0) + (1.0 - y) * (1.0 - p).log().maximum(-100.0))
+    return _reduced(loss, reduction)
+
+
+def binary_crossentropy_logits(
+    self: Tensor, target: Tensor, reduction: Reduction = "mean", pos_weight: Tensor | None = None
+) -> Tensor:
+    """Binary cross entropy of logits ``self``, stable for large |x|: ``max(x, 0) - x y + log(1 + e^-|x|)``."""
+    y = _binary_target(self, target, "binary_crossentropy_logits")
+    x = self._float()
+    softplus_neg = (1.0 + (-x.abs()).exp()).log() + (-x).maximum(0)  # log(1 + e^-x), stably
+    if pos_weight is None:
+        return _reduced((1.0 - y) * x + softplus_neg, reduction)
+    return _reduced((1.0 - y) * x + (1.0 + (pos_weight - 1.0) * y) * softplus_neg, reduction)
+
+
+def dropout(self: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` while training;
+    the identity otherwise. The mask comes from the seeded streams of ``Tensor.manual_seed``."""
+    if not 0.0 <= p <= 1.0:
+        raise LossArgumentError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return self
+    if p == 1.0:
+        return self.zeros_like()
+    keep = type(self).rand(*self.shape, device=self.device) >= p
+    return keep.where(self._float() * (1.0 / (1.0 - p)), 0.0)
+
+
+class BatchStats(NamedTuple):
+    """A training batchnorm's output and the batch statistics a running-stat update takes."""
+
+    out: Tensor
+    mean: Tensor  #: per channel
+    var: Tensor  #: per channel, unbiased (divided by n - 1, as torch's running_var takes it)
+
+
+def _channel_shape(self: Tensor, axis: int, name: str) -> tuple[int, tuple[int, ...]]:
+    ax = self._axis(axis, what=f"{name} channel axis")
+    return ax, tuple(s if i == ax else 1 for i, s in enumerate(self.shape))
+
+
+def batchnorm(
+    self: Tensor,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    mean: Tensor,
+    invstd: Tensor,
+    axis: int = 1,
+) -> Tensor:
+    """``(x - mean) * invstd * weight + bias`` with per-channel vectors along ``axis`` (the eval form:
+    pass the running mean and ``(running_var + eps).rsqrt()``)."""
+    ax, shp = _channel_shape(self, axis, "batchnorm")
+    c = self.shape[ax]
+    for v, what in ((weight, "weight"), (bias, "bias"), (mean, "mean"), (invstd, "invstd")):
+        if v is not None and v.shape != (c,):
+            raise LossArgumentError(f"batchnorm: {what} must have shape ({c},) for channel axis {ax}, got {v.shape}")
+    scale = invstd if weight is None else invstd * weight
+    out = (self._float() - mean.reshape(shp)) * scale.reshape(shp)
+    return out if bias is None else out + bias.reshape(shp)
+
+
+def batchnorm_train(
+    self: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+    axis: int = 1,
+) -> BatchStats:
+    """The training form: normalise by this batch's statistics over every axis but the channel
+    ``axis`` (biased variance, as torch), and return them for the running-stat update."""
+    ax, _ = _channel_shape(self, axis, "batchnorm_train")
+    red = tuple(i for i in range(self.ndim) if i != ax)
+    n = math.prod(self.shape[i] for i in red)
+    if n < 2:
+        raise LossArgumentError(f"batchnorm_train needs more than one value per channel, got shape {self.shape}")
+    x = self._float()
+    mean = x.mean(red)
+    var = x.var(red)
+    out = x.batchnorm(weight, bias, mean, (var + eps).rsqrt(), ax)
+    return BatchStats(out, mean, var * (n / (n - 1)))
