@@ -1049,3 +1049,87 @@ def test_fuzz_float_mod(device: str, dt: np.dtype, a: list[float], b: list[float
             got = (x % Tensor(bn, device=device)).numpy()
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+
+
+# ----- gradients: random differentiable programs against finite differences -----
+
+
+def _grad_program(
+    rng: np.random.Generator, n_inputs: int, steps: int
+) -> tuple[Callable[..., Tensor], list[np.ndarray]]:
+    """A random smooth float64 program (elementwise with broadcasting, reductions, movement, matmul) and its
+    inputs. Values are random reals, so max ties and kinks are hit with probability zero."""
+    shapes = [tuple(int(s) for s in rng.integers(1, 5, size=rng.integers(1, 4))) for _ in range(n_inputs)]
+    arrays = [rng.uniform(-1.5, 1.5, s) for s in shapes]
+    ops: list[tuple[str, int]] = []
+    for _ in range(steps):
+        ops.append((str(rng.choice(_GRAD_OPS)), int(rng.integers(0, 1 << 30))))
+
+    def fn(*ts: Tensor) -> Tensor:
+        vals = list(ts)
+        for name, seed in ops:
+            r = np.random.default_rng(seed)
+            x = vals[int(r.integers(len(vals)))]
+            y = vals[int(r.integers(len(vals)))]
+            vals.append(_GRAD_STEP[name](x, y, r))
+        return vals[-1]
+
+    return fn, arrays
+
+
+def _bcast_partner(x: Tensor, y: Tensor) -> Tensor:
+    """``y`` cut to something that broadcasts against ``x`` (a trailing slice of it, summed down)."""
+    y = y.sum() if y.ndim > x.ndim else y
+    for d in range(y.ndim):
+        xs = x.shape[x.ndim - y.ndim + d]
+        if y.shape[d] not in (1, xs):
+            y = y.sum(d, keepdim=True)
+    return y
+
+
+def _reshape_step(x: Tensor, r: np.random.Generator) -> Tensor:
+    n = x.numel()
+    divs = [k for k in range(1, n + 1) if n % k == 0]
+    k = int(r.choice(divs))
+    return x.reshape(k, n // k)
+
+
+_GRAD_STEP: dict[str, Callable[[Tensor, Tensor, np.random.Generator], Tensor]] = {
+    "add": lambda x, y, r: x + _bcast_partner(x, y),
+    "mul": lambda x, y, r: x * _bcast_partner(x, y),
+    "div": lambda x, y, r: x / (_bcast_partner(x, y).square() + 1.0),
+    "sub_rev": lambda x, y, r: _bcast_partner(x, y) - x,
+    "tanh": lambda x, y, r: x.tanh(),
+    "sigmoid": lambda x, y, r: x.sigmoid(),
+    "exp": lambda x, y, r: (x * 0.5).exp(),
+    "log": lambda x, y, r: (x.square() + 0.5).log(),
+    "sqrt": lambda x, y, r: (x.square() + 1.0).sqrt(),
+    "sin": lambda x, y, r: x.sin(),
+    "pow": lambda x, y, r: (x.square() + 0.5) ** 1.5,
+    "sum": lambda x, y, r: x.sum(int(r.integers(x.ndim)), keepdim=bool(r.integers(2))) if x.ndim else x,
+    "mean": lambda x, y, r: x.mean(int(r.integers(x.ndim)), keepdim=True) * x if x.ndim else x,
+    "max": lambda x, y, r: x.max(int(r.integers(x.ndim))) if x.ndim else x,
+    "softmax": lambda x, y, r: x.softmax(-1) if x.ndim else x,
+    "reshape": lambda x, y, r: _reshape_step(x, r),
+    "permute": lambda x, y, r: x.permute(tuple(int(i) for i in r.permutation(x.ndim))),
+    "expand": lambda x, y, r: x.unsqueeze(0).expand(int(r.integers(1, 4)), *x.shape),
+    "pad": lambda x, y, r: x.pad(tuple((int(r.integers(3)), int(r.integers(3))) for _ in x.shape)),
+    "shrink": lambda x, y, r: x.shrink(tuple((0, max(1, s - int(r.integers(2)))) for s in x.shape)),
+    "flip": lambda x, y, r: x.flip(int(r.integers(x.ndim))) if x.ndim else x,
+    "slice": lambda x, y, r: x[::-2] if x.ndim else x,
+    "cat": lambda x, y, r: x.cat(x * 2.0, dim=int(r.integers(x.ndim))) if x.ndim else x,
+    "matmul": lambda x, y, r: x @ x.transpose(-1, -2) if x.ndim >= 2 else x * x,
+}
+_GRAD_OPS = sorted(_GRAD_STEP)
+
+
+@fuzz_settings(25)
+@given(seed=st.integers(0, 2**32 - 1), n_inputs=st.integers(1, 2), steps=st.integers(1, 6))
+def test_fuzz_gradients(seed: int, n_inputs: int, steps: int) -> None:
+    from test_autograd import check_grad
+
+    fn, arrays = _grad_program(np.random.default_rng(seed), n_inputs, steps)
+    probe = fn(*(Tensor(a, dtype="float64", device="CPU") for a in arrays))
+    assume(probe.numel() <= MAX_NUMEL)
+    for device in ("CPU", "PYTHON"):
+        check_grad(fn, arrays, device, rtol=1e-4)
