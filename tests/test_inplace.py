@@ -174,3 +174,31 @@ def test_assign_keeps_its_checks() -> None:
     b[1, 0] = 2.0  # and a setitem gives it a buffer of its own first
     np.testing.assert_array_equal(b.numpy(), [[1, 1, 1], [2, 1, 1]])
     np.testing.assert_array_equal(base.numpy(), [0, 0, 0])
+
+
+@pytest.mark.parametrize("device", DEV)
+def test_a_written_right_side_read_by_a_later_write_keeps_what_was_written(device: str) -> None:
+    # a momentum step: b's new value is read by p's update, whose other terms read p, the next target
+    p0, g0, b0 = rnd(5), rnd(5), rnd(5)
+    p, b = Tensor(p0, device=device), Tensor(b0, device=device).contiguous().realize()
+    g = Tensor(g0, device=device) + 0.1 * p
+    new_b = 0.5 * b + g
+    update = p - 0.1 * (g + 0.5 * new_b)
+    b.assign(new_b)
+    p.assign(update)
+    g_np = g0 + 0.1 * p0
+    b_np = 0.5 * b0 + g_np
+    np.testing.assert_allclose(b.numpy(), b_np, rtol=1e-5)
+    np.testing.assert_allclose(p.numpy(), p0 - 0.1 * (g_np + 0.5 * b_np), rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEV)
+def test_a_graph_rebuilt_after_a_write_reads_the_new_value(device: str) -> None:
+    # nodes are hash-consed: the same expression built again after a write must not be the pending reader's node
+    w0 = rnd(4)
+    w = Tensor(w0, device=device).contiguous().realize()
+    before = (w * 2).sum()
+    w.assign(w + 1)
+    after = (w * 2).sum()
+    np.testing.assert_allclose(before.numpy(), (w0 * 2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(after.numpy(), ((w0 + 1) * 2).sum(), rtol=1e-5)

@@ -22,8 +22,8 @@ from uops.errors import UopsError
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
-from .realize import realize, run_schedule
-from .schedule import _build_schedule, apply_rebased, buffer_view, realized, rebased
+from .realize import _buffers, get_buffer, realize, run_schedule
+from .schedule import _build_schedule, apply_rebased, buffer_view, new_buffer, realized, rebased
 from .view import ShapeTracker
 
 #: BUFFER node -> the lazy nodes built with one of its views as a direct source (the readers a write may disturb)
@@ -79,6 +79,26 @@ def own(old: UOp, new: UOp, device: str) -> UOp:
     return new
 
 
+def renamed(u: UOp) -> UOp:
+    """``u`` (a view of a buffer just written) over a new BUFFER node naming the same memory.
+
+    Why: nodes are hash-consed, so a graph built after a write would be the very node a reader pending at
+    the write was (rebased onto the snapshot, or realized, with the old value). The written tensor takes
+    a new name for its memory, and what is built from it afterwards is a new graph reading the new value."""
+    b = buffer_of(u)
+    if b is None:
+        raise InplaceError("internal: only a view of a buffer can be renamed")
+    fresh = new_buffer(b.arg[0], b.arg[1], b.dtype)
+    _buffers[fresh] = get_buffer(b)
+    ws = _readers.get(b)
+    if ws is None:
+        ws = _readers[b] = weakref.WeakSet()
+    _readers[fresh] = ws  # one set of readers per memory, whichever name they read it by
+    if b in _bound:
+        _bound.add(fresh)
+    return fresh if u is b else u.replace(src=(fresh, *u.src[1:]))
+
+
 def _graph(value: UOp) -> list[UOp]:
     return value.toposort(gate=lambda x: x not in realized and buffer_of(x) is None)
 
@@ -113,9 +133,20 @@ def _private(order: list[UOp], value: UOp) -> list[bool]:
     return private
 
 
+def _same_memory(u: UOp, b: UOp) -> bool:
+    """Whether ``u`` views the memory of BUFFER ``b`` (under ``b``'s name or another one `renamed` gave it)."""
+    x = buffer_of(u)
+    if x is None:
+        return False
+    if x is b:
+        return True
+    mem = _buffers.get(b)
+    return mem is not None and _buffers.get(x) is mem
+
+
 def _reads(order: list[UOp], b: UOp) -> bool:
     for n in order:
-        if buffer_of(n) is b or (n in realized and buffer_of(realized[n]) is b):
+        if _same_memory(n, b) or (n in realized and _same_memory(realized[n], b)):
             return True
     return False
 
@@ -127,18 +158,18 @@ def _snapshot(b: UOp, device: str, keep: set[int]) -> None:
         cur = rebased.get(r, r)
         if id(r) in keep or r in realized or cur in realized:
             continue
-        if any(buffer_of(s) is b for s in cur.src):
+        if any(_same_memory(s, b) for s in cur.src):
             readers.append((r, cur))
-    held = [(k, v) for k, v in list(realized.items()) if buffer_of(v) is b and id(k) not in keep]
+    held = [(k, v) for k, v in list(realized.items()) if _same_memory(v, b) and id(k) not in keep]
     if not readers and not held:
         return
     (snap,) = realize([UOp(Ops.CONTIGUOUS, b.dtype, (buffer_view(b, (b.arg[1],)),))], device)
     old = snap.src[0]
 
     def swap(s: UOp) -> UOp:
-        if s is b:
-            return old
-        return UOp(Ops.VIEW, s.dtype, (old,), s.arg) if buffer_of(s) is b else s
+        if s.op is Ops.BUFFER:
+            return old if _same_memory(s, b) else s
+        return UOp(Ops.VIEW, s.dtype, (old,), s.arg) if _same_memory(s, b) else s
 
     for r, cur in readers:
         new = cur.replace(src=tuple(swap(s) for s in cur.src))

@@ -209,9 +209,12 @@ def apply_rebased(roots: list[UOp]) -> list[UOp]:
     sink = UOp.sink(*roots)
     while True:  # a replacement may hold nodes rebased after it was made: until none is left
         gate = lambda x: x not in realized and x not in rebased  # noqa: E731
-        mapping = {n: rebased[n] for n in sink.toposort(gate=gate) if n in rebased}
+        order = sink.toposort(gate=gate)
+        mapping = {n: rebased[n] for n in order if n in rebased}
         if not mapping:
             return list(sink.src)
+        # a realized node keeps its value: the rebuild must not enter it (and recompute it from a changed buffer)
+        mapping.update((n, n) for n in order if n in realized and n not in mapping)
         sink = sink.substitute(mapping)
 
 

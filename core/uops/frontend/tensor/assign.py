@@ -12,7 +12,7 @@ import numpy as np
 
 from uops.ir.ops import Ops
 
-from ..inplace import InplaceError, buffer_of, own, writable, write
+from ..inplace import InplaceError, buffer_of, own, renamed, writable, write
 from ..realize import realize
 from .args import Scalar
 
@@ -54,6 +54,7 @@ def assign(self: Tensor, value: Tensor | np.ndarray | Scalar) -> Tensor:
         self.uop = v.uop
         return self
     write(self.uop, v.uop, self.device)
+    self.uop = renamed(self.uop)
     return self
 
 
@@ -74,3 +75,4 @@ def setitem(self: Tensor, index: Any, value: Tensor | np.ndarray | Scalar) -> No
         self.uop = own(c, fresh, self.device)
         region = self[index]
     write(region.uop, v.uop, self.device)
+    self.uop = renamed(self.uop)
