@@ -296,3 +296,13 @@ def test_warmup_zero_captures_the_first_call():
     np.testing.assert_allclose(f(Tensor(x)).numpy(), x + 2)
     np.testing.assert_allclose(f(Tensor(x)).numpy(), x + 2)
     assert (f.captures, f.replays) == (1, 1)
+
+
+def test_a_bound_variable_keeps_its_value_where_an_equal_constant_was_realized() -> None:
+    # nodes are hash-consed: the BIND's CONST is the node of any equal constant, which may be realized on its own
+    from uops.dtypes import dtypes
+    from uops.ir.uop import UOp
+
+    Tensor(UOp.const(dtypes.int32, 5)).realize()
+    x = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal((Tensor(x) + Variable("n", 1, 8).bind(5)).numpy(), x + 5)

@@ -195,12 +195,15 @@ def _full_contiguous_buffer(u: UOp) -> bool:
 
 def _substitute_realized(roots: list[UOp]) -> list[UOp]:
     mapping = {}
-    for n in UOp.sink(*roots).toposort(gate=lambda x: x not in realized):
+    order = UOp.sink(*roots).toposort(gate=lambda x: x not in realized and x.op is not Ops.BIND)
+    for n in order:
         r = realized.get(n)
         if r is not None:
             mapping[n] = r
     if not mapping:
         return roots
+    # a BIND keeps its constant: the value a launch passes, even where an equal CONST was realized elsewhere
+    mapping.update((n, n) for n in order if n.op is Ops.BIND)
     return list(graph_rewrite(UOp.sink(*roots).substitute(mapping), merge_views).src)
 
 
@@ -208,13 +211,13 @@ def apply_rebased(roots: list[UOp]) -> list[UOp]:
     """``roots`` with every node that read a buffer since written in place reading its snapshot instead."""
     sink = UOp.sink(*roots)
     while True:  # a replacement may hold nodes rebased after it was made: until none is left
-        gate = lambda x: x not in realized and x not in rebased  # noqa: E731
+        gate = lambda x: x not in realized and x not in rebased and x.op is not Ops.BIND  # noqa: E731
         order = sink.toposort(gate=gate)
         mapping = {n: rebased[n] for n in order if n in rebased}
         if not mapping:
             return list(sink.src)
         # a realized node keeps its value: the rebuild must not enter it (and recompute it from a changed buffer)
-        mapping.update((n, n) for n in order if n in realized and n not in mapping)
+        mapping.update((n, n) for n in order if (n in realized or n.op is Ops.BIND) and n not in mapping)
         sink = sink.substitute(mapping)
 
 
