@@ -383,7 +383,7 @@ class Buffer:
     def after(self, result: object) -> None:
         """Note what a launch or copy that used this buffer returned: an `Event` is waited on before the buffer
         is read or freed; anything else (a synchronous runtime) leaves it to ``Runtime.synchronize``."""
-        if isinstance(result, Event):
+        if result is not None and not isinstance(result, float) and isinstance(result, Event):
             self._pending.append((result, None))
         else:
             self._pending.clear()  # synchronize waits for everything, the events before this launch too
