@@ -241,3 +241,37 @@ def test_launch_dims_pads_to_three_and_checks_every_limit() -> None:
     for (grid, block), message in refused.items():
         with pytest.raises(LaunchError, match=rf"kernel 'k': {message}"):
             launch_dims("k", grid, block, "GPU", (8, 8, 8), (4, 4, 4), 32, "its bound")
+
+
+def test_buffer_view_shares_memory_keeps_its_buffer_alive_and_checks_its_range() -> None:
+    from uops.runtime import BufferViewError
+
+    rt = HostRuntime()
+    base = Buffer(rt, 64, dtypes.float32).copyin(np.arange(64, dtype=np.float32))
+    inner = base.view(16, 32).view(16, 8)  # offsets compose: elements 32..39 of base
+    np.testing.assert_array_equal(inner.numpy(), np.arange(32, 40, dtype=np.float32))
+    inner.copyin(np.zeros(8, dtype=np.float32))
+    assert base.numpy()[32:40].sum() == 0 and base.numpy()[40] == 40
+    with pytest.raises(ValueError, match="outside the buffer"):
+        base.view(48, 17)
+    with pytest.raises(ValueError, match="non-negative"):
+        base.view(-16, 4)
+    del base
+    gc.collect()
+    assert rt.allocator.frees == 0, "a live view keeps its buffer's memory"
+    inner.free()
+    assert rt.allocator.frees == 0, "a view is never freed through the allocator"
+    with pytest.raises(BufferViewError, match="no sub-buffers"):
+        Buffer(HostRuntime(BytesAllocator()), 32, dtypes.float32).view(0, 16)
+
+
+def test_a_buffer_is_freed_only_after_its_queued_copy_ran() -> None:
+    from uops.testing.deferred import DeferredRuntime
+
+    inner = HostRuntime()
+    deferred = DeferredRuntime(inner)
+    b = Buffer(deferred, 8, dtypes.float32).copyin(np.ones(8, dtype=np.float32))
+    assert len(deferred.queue.items) == 1
+    del b
+    gc.collect()
+    assert not deferred.queue.items and inner.allocator.frees == 1

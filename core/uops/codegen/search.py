@@ -206,14 +206,14 @@ class _Bench:
         g, loc = spec.launch_dims()
         args = [self.bufs[s].handle for s in sorted(self.bufs)]
         first = prog(*args, global_size=g, local_size=loc, wait=True)
-        first_t = float(first) if first is not None else float("inf")
+        first_t = float(first) if isinstance(first, (int, float)) else float("inf")
         if first_t > cutoff:
             return first_t, None
         got = {s: self.bufs[s].numpy().copy() for s in self.outs}
         best = float("inf") if timed_runs else first_t
         for _ in range(timed_runs):
             t = prog(*args, global_size=g, local_size=loc, wait=True)
-            best = min(best, float(t) if t is not None else float("inf"))
+            best = min(best, float(t) if isinstance(t, (int, float)) else float("inf"))
             if best > cutoff:
                 break
         return best, got

@@ -266,12 +266,14 @@ class _Captured:
         for step in self.steps:
             kind = step[0]
             if kind == "kernel":
-                _, prog, template, patches, gsz, lsz, spec, fixed, _ = step
-                args = template.copy()
+                _, prog, template, patches, gsz, lsz, spec, fixed, captured = step
+                args, used = template.copy(), list(captured)
                 for j, (g, i) in patches:
-                    args[j] = handles[g][i]
+                    args[j], used[j] = handles[g][i], groups[g][i]
                 vals = spec.vals({**fixed, **var_vals}) if spec.vars else ()
                 t = prog(*args, global_size=gsz, local_size=lsz, vals=vals, wait=verbose)
+                for b in used:
+                    b.after(t)
                 if verbose:
                     print(f"jit      {spec.name:28s} {(t or 0.0) * 1e3:9.3f} ms", file=sys.stderr)
             elif kind == "copy":

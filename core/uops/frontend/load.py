@@ -30,7 +30,7 @@ from uops.ir.ops import Ops
 from uops.ir.spec import verify
 from uops.ir.uop import UOp
 from uops.plugins import Device
-from uops.runtime import Buffer, Runtime
+from uops.runtime import Buffer, Event, Runtime
 
 __all__ = ["LoadedProgram", "load_program"]
 
@@ -359,17 +359,23 @@ class LoadedProgram:
                     readback.append((arg, buf))
                 arg = buf
             handles.append(arg.handle)
+        done: object = None
         try:
-            self.program(*handles, global_size=gsz, local_size=lsz, vals=vals)
+            done = self.program(*handles, global_size=gsz, local_size=lsz, vals=vals)
+            for arg in args:
+                if isinstance(arg, Buffer):
+                    arg.after(done)
+            for buf in staged:
+                buf.after(done)
             for arr, buf in readback:
                 arr[...] = buf.numpy().reshape(arr.shape)
         finally:
             # a handle is freed only after the device is done with it (a launch may still run on an
             # asynchronous runtime), and never left to the garbage collector while the launch holds it
-            if staged:
+            if staged and not isinstance(done, Event):
                 self.runtime.synchronize()
             for buf in staged:
-                buf.free()
+                buf.free()  # waits on the events of the launch and copies that used it first
 
     def __repr__(self) -> str:
         return f"<LoadedProgram {self.spec.name} on {self.device} ({self.signature})>"

@@ -187,7 +187,9 @@ def run_item(item: ScheduleItem) -> None:
     if recorder is not None:
         recorder.launch(spec, prog, gsz, lsz, bufs, item.var_vals)
     if debug_level() < 2:
-        prog(*args, global_size=gsz, local_size=lsz, vals=vals)
+        done = prog(*args, global_size=gsz, local_size=lsz, vals=vals)
+        for b in bufs:
+            b.after(done)
         return
     t = prog(*args, global_size=gsz, local_size=lsz, vals=vals, wait=True) or 0.0
     est = spec.estimates

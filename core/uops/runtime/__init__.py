@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -21,13 +21,16 @@ __all__ = [
     "Allocator",
     "Buffer",
     "BufferFreedError",
+    "BufferViewError",
     "DeviceError",
+    "Event",
     "HostAllocator",
     "LaunchError",
     "OutOfMemoryError",
     "Program",
     "ProgramLoadError",
     "Runtime",
+    "VIEW_ALIGN",
     "copy_between",
     "launch_dims",
 ]
@@ -127,8 +130,22 @@ def _dims(kernel: str, what: str, size: tuple[int, ...], device: str, limit: tup
     return full  # type: ignore[return-value]
 
 
+@runtime_checkable
+class Event(Protocol):
+    """A completion handle a launch or a copy may return on an asynchronous device (CUDA/HIP events, OpenCL
+    ``cl_event``): ``wait()`` blocks until that work is done. The core waits on it before it reads the
+    results, frees the buffers or reuses host memory the copy reads; ``Runtime.synchronize`` stays the
+    fallback for launches and copies that return None."""
+
+    def wait(self) -> None: ...
+
+
 class Allocator(ABC):
-    """Device memory: opaque handles, host<->device copies, an optional zero-copy host view."""
+    """Device memory: opaque handles, host<->device copies, an optional zero-copy host view.
+
+    ``copyin`` and ``copyout`` may return an `Event` instead of blocking: the core keeps ``src`` alive and
+    waits on a ``copyin`` event before the buffer is read or freed, and waits on a ``copyout`` event before
+    it reads ``dest``."""
 
     @abstractmethod
     def alloc(self, nbytes: int) -> Any:
@@ -139,15 +156,21 @@ class Allocator(ABC):
         """Release a handle returned by ``alloc(nbytes)``."""
 
     @abstractmethod
-    def copyin(self, handle: Any, src: memoryview) -> None:
-        """Host -> device: copy all of ``src`` (bytes) into the buffer."""
+    def copyin(self, handle: Any, src: memoryview) -> Event | None:
+        """Host -> device: copy all of ``src`` (bytes) into the buffer (an `Event` if it completes later)."""
 
     @abstractmethod
-    def copyout(self, dest: memoryview, handle: Any) -> None:
-        """Device -> host: fill all of ``dest`` (bytes) from the buffer."""
+    def copyout(self, dest: memoryview, handle: Any) -> Event | None:
+        """Device -> host: fill all of ``dest`` (bytes) from the buffer (an `Event` if it completes later)."""
 
     def as_memoryview(self, handle: Any, nbytes: int) -> memoryview | None:
         """A zero-copy writable host view of the buffer, or None when memory isn't host-visible."""
+        return None
+
+    def view(self, handle: Any, offset: int, nbytes: int) -> Any | None:
+        """A handle on ``nbytes`` of the buffer starting ``offset`` bytes in (a sub-buffer sharing its memory),
+        or None when the runtime has no sub-buffers. The core never frees a view and keeps its buffer alive
+        while the view lives; it asks only for offsets that are multiples of 64 bytes."""
         return None
 
 
@@ -162,8 +185,10 @@ class Program(ABC):
         local_size: tuple[int, ...] = (1, 1, 1),
         vals: tuple[int, ...] = (),
         wait: bool = False,
-    ) -> float | None:
-        """Launch with buffer handles then int32 ``vals``; with ``wait`` return elapsed seconds."""
+    ) -> float | Event | None:
+        """Launch with buffer handles then int32 ``vals``; with ``wait`` return elapsed seconds (the launch is
+        done). Without ``wait`` a launch may return an `Event`; the core waits on it before reading any buffer
+        the launch was given."""
 
 
 class Runtime(ABC):
@@ -231,6 +256,14 @@ class HostAllocator(Allocator):
         self._check(handle, nbytes, "as_memoryview")
         return handle.data
 
+    def view(self, handle: Any, offset: int, nbytes: int) -> np.ndarray:
+        self._check(handle, handle.nbytes if isinstance(handle, np.ndarray) else -1, "view")
+        if offset < 0 or nbytes < 0 or offset + nbytes > handle.nbytes:
+            raise ValueError(
+                f"HostAllocator.view: bytes [{offset}, {offset + nbytes}) are outside the {handle.nbytes}-byte buffer"
+            )
+        return handle[offset : offset + nbytes]
+
     @staticmethod
     def _check(handle: Any, nbytes: int, what: str) -> None:
         if not isinstance(handle, np.ndarray) or handle.dtype != np.uint8 or handle.ndim != 1:
@@ -247,8 +280,27 @@ class BufferFreedError(UopsError, RuntimeError):
     """A Buffer was used after ``free()``."""
 
 
-def _release(allocator: Allocator, handle: Any, nbytes: int) -> None:
+class BufferViewError(UopsError, NotImplementedError):
+    """A view (sub-buffer) was asked of a runtime whose allocator has none."""
+
+
+#: what a Buffer's pending launches and copies left to wait on: (event, what must stay alive until it is done)
+_Pending = list[tuple[Event, Any]]
+
+
+def _wait_all(pending: _Pending) -> None:
+    done, pending[:] = list(pending), []
+    for event, _ in done:
+        event.wait()
+
+
+def _release(allocator: Allocator, handle: Any, nbytes: int, pending: _Pending) -> None:
+    _wait_all(pending)
     allocator.free(handle, nbytes)
+
+
+#: a view's byte offset must be a multiple of this: kernels may use vector loads that need the alignment
+VIEW_ALIGN = 64
 
 
 class Buffer:
@@ -267,6 +319,8 @@ class Buffer:
         self._handle: Any = None
         self._freed = False
         self._finalizer: weakref.finalize | None = None
+        self._pending: _Pending = []  # shared with the views of this buffer: they use the same memory
+        self._base: Buffer | None = None
 
     @classmethod
     def wrap(cls, runtime: Runtime, size: int, dtype: DType, handle: Any) -> Buffer:
@@ -274,6 +328,29 @@ class Buffer:
         the handle's own lifetime (and whatever it keeps alive) decides when the memory goes."""
         buf = cls(runtime, size, dtype)
         buf._handle = handle
+        return buf
+
+    def view(self, offset: int, size: int) -> Buffer:
+        """``size`` elements of this buffer from element ``offset`` on, sharing its memory (a sub-buffer).
+
+        The view keeps this buffer alive, is never freed itself, and fails once this buffer is freed.
+        Raises ``NotImplementedError`` on a runtime without sub-buffers (``Allocator.view`` returns None)."""
+        self._live()
+        if not isinstance(offset, int) or not isinstance(size, int) or offset < 0 or size < 0:
+            raise ValueError(f"view of {self!r}: offset and size must be non-negative ints, got {offset!r}, {size!r}")
+        if offset + size > self.size:
+            raise ValueError(f"view of {self!r}: elements [{offset}, {offset + size}) are outside the buffer")
+        itemsize = self.dtype.nbytes
+        if (offset * itemsize) % VIEW_ALIGN:
+            raise ValueError(
+                f"view of {self!r}: the offset is {offset * itemsize} bytes, which must be a multiple of {VIEW_ALIGN}"
+            )
+        handle = self.runtime.allocator.view(self.handle, offset * itemsize, size * itemsize)
+        if handle is None:
+            raise BufferViewError(f"{self.device}'s allocator has no sub-buffers (Allocator.view returned None)")
+        buf = Buffer.wrap(self.runtime, size, self.dtype, handle)
+        root = self._base or self
+        buf._base, buf._pending = root, root._pending
         return buf
 
     # ---- identity
@@ -300,6 +377,25 @@ class Buffer:
     def _live(self) -> None:
         if self._freed:
             raise BufferFreedError(f"use of buffer {self!r} after free(); allocate a new Buffer instead")
+        if self._base is not None and self._base._freed:
+            raise BufferFreedError(f"use of view {self!r} after its buffer {self._base!r} was freed")
+
+    def after(self, result: object) -> None:
+        """Note what a launch or copy that used this buffer returned: an `Event` is waited on before the buffer
+        is read or freed; anything else (a synchronous runtime) leaves it to ``Runtime.synchronize``."""
+        if result is not None and not isinstance(result, float) and isinstance(result, Event):
+            self._pending.append((result, None))
+        else:
+            self._pending.clear()  # synchronize waits for everything, the events before this launch too
+
+    def wait(self) -> None:
+        """Wait until the launches and copies that used this buffer are done: on their events where they
+        returned some, else on ``Runtime.synchronize``."""
+        self._live()
+        if self._pending:
+            _wait_all(self._pending)
+        else:
+            self.runtime.synchronize()
 
     def allocate(self) -> Buffer:
         """Allocate now (otherwise the first use does it)."""
@@ -308,7 +404,7 @@ class Buffer:
             alloc = self.runtime.allocator
             self._handle = alloc.alloc(self.nbytes)
             # free on garbage collection, but not at interpreter exit when drivers may be gone
-            self._finalizer = weakref.finalize(self, _release, alloc, self._handle, self.nbytes)
+            self._finalizer = weakref.finalize(self, _release, alloc, self._handle, self.nbytes, self._pending)
             self._finalizer.atexit = False
         return self
 
@@ -345,24 +441,28 @@ class Buffer:
         if arr.size != self.size * self.dtype.count:
             raise ValueError(f"copyin to {self!r}: array has {arr.size} elements ({arr.shape}), buffer has {self.size}")
         flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-        self.runtime.allocator.copyin(self.handle, flat.data)
+        event = self.runtime.allocator.copyin(self.handle, flat.data)
+        if isinstance(event, Event):
+            self._pending.append((event, flat))  # the host bytes stay alive until the copy is done
         return self
 
     def numpy(self) -> np.ndarray:
         """A host copy of the contents (1-D; bfloat16 comes back as raw uint16 bits)."""
         self._live()
         out = np.empty(self.size * self.dtype.count, dtype=self._host_dtype())
-        self.runtime.synchronize()
-        self.runtime.allocator.copyout(out.view(np.uint8).data, self.handle)
+        self.wait()
+        event = self.runtime.allocator.copyout(out.view(np.uint8).data, self.handle)
+        if isinstance(event, Event):
+            event.wait()
         return out
 
     def as_numpy(self) -> np.ndarray | None:
         """A zero-copy writable view of the device memory, or None when it isn't host-visible.
 
-        The view is valid only until ``free()``; call ``runtime.synchronize()`` before reading
-        it after a launch on an asynchronous device.
+        The view is valid only until ``free()``; it is taken after the work that used the buffer is done
+        (``wait()``), so call ``wait()`` again before reading it after a later launch.
         """
-        self._live()
+        self.wait()
         mv = self.runtime.allocator.as_memoryview(self.handle, self.nbytes)
         if mv is None:
             return None
@@ -375,10 +475,15 @@ def copy_between(src: Buffer, dst: Buffer) -> None:
     dst._live()
     if src.nbytes != dst.nbytes:
         raise ValueError(f"copy_between: {src!r} has {src.nbytes} bytes but {dst!r} has {dst.nbytes}")
-    src.runtime.synchronize()
+    src.wait()
     view = src.runtime.allocator.as_memoryview(src.handle, src.nbytes)
+    keep: Any = src
     if view is None:
-        tmp = np.empty(src.nbytes, dtype=np.uint8)
-        src.runtime.allocator.copyout(tmp.data, src.handle)
+        keep = tmp = np.empty(src.nbytes, dtype=np.uint8)
+        event = src.runtime.allocator.copyout(tmp.data, src.handle)
+        if isinstance(event, Event):
+            event.wait()
         view = tmp.data
-    dst.runtime.allocator.copyin(dst.handle, view)
+    event = dst.runtime.allocator.copyin(dst.handle, view)
+    if isinstance(event, Event):
+        dst._pending.append((event, keep))

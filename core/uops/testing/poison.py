@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from uops.runtime import Allocator, BufferFreedError, Program, Runtime
+from uops.runtime import Allocator, BufferFreedError, Event, Program, Runtime
 
 __all__ = ["PoisonedAllocator", "PoisonedProgram", "PoisonedRuntime"]
 
@@ -50,17 +50,21 @@ class PoisonedAllocator(Allocator):
         self.freed[_key(handle)] = handle
         self.frees += 1
 
-    def copyin(self, handle: Any, src: memoryview) -> None:
+    def copyin(self, handle: Any, src: memoryview) -> Event | None:
         self.check(handle, "copyin")
-        self.inner.copyin(handle, src)
+        return self.inner.copyin(handle, src)
 
-    def copyout(self, dest: memoryview, handle: Any) -> None:
+    def copyout(self, dest: memoryview, handle: Any) -> Event | None:
         self.check(handle, "copyout")
-        self.inner.copyout(dest, handle)
+        return self.inner.copyout(dest, handle)
 
     def as_memoryview(self, handle: Any, nbytes: int) -> memoryview | None:
         self.check(handle, "as_memoryview")
         return self.inner.as_memoryview(handle, nbytes)
+
+    def view(self, handle: Any, offset: int, nbytes: int) -> Any | None:
+        self.check(handle, "view")
+        return self.inner.view(handle, offset, nbytes)
 
 
 class PoisonedProgram(Program):
@@ -74,7 +78,7 @@ class PoisonedProgram(Program):
         local_size: tuple[int, ...] = (1, 1, 1),
         vals: tuple[int, ...] = (),
         wait: bool = False,
-    ) -> float | None:
+    ) -> float | Event | None:
         for i, b in enumerate(bufs):
             self.allocator.check(b, f"launching {self.name!r} (buffer {i})")
         return self.inner(*bufs, global_size=global_size, local_size=local_size, vals=vals, wait=wait)
