@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from uops import Tensor, jit, nn
-from uops.nn.optim import Adam
+from uops import Jit, Tensor, jit, nn
+from uops.nn.optim import Adam, Optimizer
 
 
 def load(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -41,6 +41,21 @@ def make_model(device: str) -> nn.Sequential:
     )
 
 
+def make_step(model: nn.Sequential, opt: Optimizer) -> Jit[Tensor]:
+    """One training step (forward, backward, optimizer update) returning the loss, under ``jit``: the first
+    call runs plainly, the second is captured, every later one replays the captured kernels."""
+
+    @jit
+    def step(x: Tensor, y: Tensor) -> Tensor:
+        opt.zero_grad()
+        loss = model(x).cross_entropy(y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def accuracy(model: nn.Sequential, x: np.ndarray, y: np.ndarray, device: str, batch: int = 512) -> float:
     hits = 0
     with Tensor.no_grad():
@@ -61,16 +76,7 @@ def train(
     rng = np.random.default_rng(seed)
     losses, accs = [], []
     steps = len(ytr) // batch
-
-    @jit
-    def step(x: Tensor, y: Tensor) -> Tensor:
-        """Forward, backward and the optimizer update: after two calls, one replay of the captured kernels."""
-        opt.zero_grad()
-        loss = model(x).cross_entropy(y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = make_step(model, opt)
     for epoch in range(epochs):
         order = rng.permutation(len(ytr))
         t0, step_losses = time.perf_counter(), []
