@@ -11,7 +11,12 @@ Also measured: the JIT's replay cost per launched kernel (a chain of ``--chain``
 over the chain length) against the front end's cost per op without the JIT (building, scheduling and
 launching the same chain eagerly).
 
-    python bench/models.py [--device CPU] [--steps 32] [--runs 3] [--small]
+Training (``--only train``, or in every full run): the digits CNN of examples/train_digits.py (conv-relu-pool
+twice, then linear; Adam; batch 64), steps/s of a jitted step (forward, backward, update; a fresh batch
+uploaded each step) in uops vs the same model in tinygrad (``TinyJit``); and one conv2d 3x3 64->64 on
+8x64x56x56 forward plus the gradients of input and weight, both jitted, results compared.
+
+    python bench/models.py [--device CPU] [--steps 32] [--runs 3] [--small] [--only decode|train]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 
 _EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt.py"
+_DIGITS = _EXAMPLE.parent / "train_digits.py"
 
 
 def _gpt_module() -> Any:
@@ -182,6 +188,152 @@ def replay_overhead(device: str, chain: int, runs: int) -> tuple[float, float]:
     return best_jit / chain, best_eager / chain
 
 
+def _digits_module() -> Any:
+    spec = importlib.util.spec_from_file_location("train_digits", _DIGITS)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _uops_trainer(device: str) -> Callable[[np.ndarray, np.ndarray], float]:
+    from uops import Tensor, nn
+    from uops.nn.optim import Adam
+
+    td = _digits_module()
+    model = td.make_model(device)
+    step = td.make_step(model, Adam(nn.get_parameters(model), lr=3e-3))
+
+    def run(xs: np.ndarray, ys: np.ndarray) -> float:
+        losses = [step(Tensor(x, device=device), Tensor(y, device=device)) for x, y in zip(xs, ys)]
+        return float(losses[-1].item())
+
+    return run
+
+
+def _tinygrad_trainer() -> Callable[[np.ndarray, np.ndarray], float] | None:
+    try:
+        from tinygrad import Tensor as TT
+        from tinygrad import TinyJit
+        from tinygrad import nn as tnn
+        from tinygrad.helpers import Context
+    except ImportError:
+        return None
+    layers = [tnn.Conv2d(1, 16, 3, padding=1), tnn.Conv2d(16, 32, 3, padding=1), tnn.Linear(32 * 2 * 2, 10)]
+
+    def model(x: Any) -> Any:
+        x = layers[0](x).relu().max_pool2d(2)
+        x = layers[1](x).relu().max_pool2d(2)
+        return layers[2](x.flatten(1))
+
+    opt = tnn.optim.Adam(tnn.state.get_parameters(layers), lr=3e-3)
+
+    @TinyJit
+    def step(x: Any, y: Any) -> Any:
+        with Context(TRAINING=1):  # tinygrad's optimizers step only in training mode
+            opt.zero_grad()
+            loss = model(x).sparse_categorical_crossentropy(y).backward()
+            opt.step()
+            return loss.realize()
+
+    def run(xs: np.ndarray, ys: np.ndarray) -> float:
+        losses = [step(TT(x), TT(y)) for x, y in zip(xs, ys)]
+        return float(losses[-1].item())
+
+    return run
+
+
+def _uops_conv(device: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]]:
+    from uops import Tensor, jit
+
+    @jit
+    def f(x: Tensor, w: Tensor, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        y = x.conv2d(w, padding=1)
+        gx, gw = (y * g).sum().gradient(x, w)
+        return y, gx, gw
+
+    def run(x: np.ndarray, w: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
+        out = f(
+            Tensor(x, device=device, requires_grad=True),
+            Tensor(w, device=device, requires_grad=True),
+            Tensor(g, device=device),
+        )
+        return [t.numpy() for t in out]
+
+    return run
+
+
+def _tinygrad_conv() -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]] | None:
+    try:
+        from tinygrad import Tensor as TT
+        from tinygrad import TinyJit
+    except ImportError:
+        return None
+
+    @TinyJit
+    def f(x: Any, w: Any, g: Any) -> list[Any]:
+        y = x.conv2d(w, padding=1)
+        gx, gw = (y * g).sum().gradient(x, w)
+        return [y.realize(), gx.realize(), gw.realize()]
+
+    def run(x: np.ndarray, w: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
+        return [t.numpy() for t in f(TT(x), TT(w), TT(g))]
+
+    return run
+
+
+def training(device: str, steps: int, runs: int) -> bool:
+    """Print the training section; returns whether the conv results of the frameworks agree."""
+    x, y, _, _ = _digits_module().load(0)
+    rng = np.random.default_rng(0)
+    batches = [rng.permutation(len(y))[:64] for _ in range(steps)]
+    xs, ys = np.stack([x[i] for i in batches]), np.stack([y[i] for i in batches])
+    trainers: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {"uops": _uops_trainer(device)}
+    tg = _tinygrad_trainer() if device == "CPU" else None
+    if tg is not None:
+        trainers["tinygrad"] = tg
+    print(f"training the digits CNN on {device} (batch 64, Adam): steps/s, best of {runs} rounds of {steps} steps")
+    for run in trainers.values():
+        run(xs[:3], ys[:3])  # warm-up: compile, capture
+    best = dict.fromkeys(trainers, math.inf)
+    for _ in range(runs):
+        for name, run in trainers.items():
+            t0 = time.perf_counter()
+            run(xs, ys)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    _report_faster(best, lambda t: f"{steps / t:8.1f} steps/s")
+    cx = rng.standard_normal((8, 64, 56, 56), dtype=np.float32)
+    cw = (rng.standard_normal((64, 64, 3, 3), dtype=np.float32) / 24).astype(np.float32)
+    cg = rng.standard_normal((8, 64, 56, 56), dtype=np.float32)
+    convs: dict[str, Callable[..., list[np.ndarray]]] = {"uops": _uops_conv(device)}
+    tc = _tinygrad_conv() if device == "CPU" else None
+    if tc is not None:
+        convs["tinygrad"] = tc
+    print(f"conv2d 3x3 64->64, 8x64x56x56, forward + input and weight gradients on {device}: ms, best of {runs}")
+    outs = {k: [f(cx, cw, cg), f(cx, cw, cg)][-1] for k, f in convs.items()}  # warm-up: compile, capture
+    best = dict.fromkeys(convs, math.inf)
+    for _ in range(runs):
+        for name, f in convs.items():
+            t0 = time.perf_counter()
+            f(cx, cw, cg)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    _report_faster(best, lambda t: f"{t * 1e3:8.1f} ms")
+    agree = all(
+        np.allclose(a, b, rtol=1e-3, atol=1e-2 * float(np.abs(b).max()))
+        for o in outs.values()
+        for a, b in zip(o, outs["uops"])
+    )
+    print(f"  conv results agree across frameworks: {agree}")
+    return agree
+
+
+def _report_faster(best: dict[str, float], fmt: Callable[[float], str]) -> None:
+    """Like ``_report``, the ratio written as uops' speed over the peer's (>1: uops is faster)."""
+    for name, t in best.items():
+        vs = "" if name == "uops" else f"   uops speed / {name}: {t / best['uops']:.2f}x"
+        print(f"  {name:9s} {fmt(t)}{vs}")
+
+
 def _report(best: dict[str, float], fmt: Callable[[float], str]) -> None:
     for name, t in best.items():
         vs = "" if name == "uops" else f"   uops is {t / best['uops']:.2f}x {name}"
@@ -196,7 +348,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chain", type=int, default=200, help="kernels in the replay-overhead chain")
     p.add_argument("--prefill", type=int, default=None, help="prompt length of the prefill (default: the context)")
     p.add_argument("--small", action="store_true", help="a 2-layer, 128-wide model (a quick look)")
+    p.add_argument("--only", choices=["decode", "train"], default=None, help="run one section")
     args = p.parse_args(argv)
+    print("(a shared machine: other jobs slow some rounds; each number is the best round)")
+    trained = True
+    if args.only != "decode":
+        trained = training(args.device, args.steps, args.runs)
+        if args.only == "train":
+            return 0 if trained else 1
     gpt = _gpt_module()
     cfg = gpt.Config(2, 2, 128, 1024, 128) if args.small else gpt.Config(6, 6, 384, 4096, 256)
     if 3 + args.runs * args.steps > cfg.context:
@@ -212,7 +371,6 @@ def main(argv: list[str] | None = None) -> int:
     th = _torch_decoder(cfg, w) if args.device == "CPU" else None
     if th is not None:
         decoders["torch"] = th
-    print("(a shared machine: other jobs slow some rounds; each number is the best round)")
     print(f"decode, {cfg} on {args.device}: tokens/s, best of {args.runs} rounds of {args.steps} steps")
     tokens: dict[str, list[int]] = {k: dec(0, [1], 2) for k, dec in decoders.items()}  # warm-up: compile, capture
     pos = 3
@@ -243,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         f"JIT replay: {per_kernel * 1e6:.1f} us per kernel (a chain of {args.chain}); "
         f"without the JIT: {per_op * 1e6:.1f} us per op"
     )
-    return 0 if agree else 1
+    return 0 if agree and trained else 1
 
 
 if __name__ == "__main__":

@@ -299,7 +299,7 @@ class _Captured:
                     _buffers[node] = b
             u = node if st is None else UOp(Ops.VIEW, node.dtype, (node,), st)
             t = object.__new__(Tensor)
-            t.uop, t.device, t.grad, t._requires_grad = u, device, None, False
+            t.uop, t.device, t.grad, t._requires_grad = u, device, None, False  # a replayed value has no graph
             leaves[j] = t
         return _unflatten(self.tree, leaves, [0])
 

@@ -100,12 +100,18 @@ class Adam(Optimizer):
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
         self.t = 0
+        # b1**t and b2**t live on the device, so the update kernels keep one program for every step (no recompile
+        # per step) and a jitted training step replays them with the right bias correction
+        dev, dt = self.params[0].device, self.params[0].dtype
+        self.b1_t = Tensor.ones(1, dtype=dt, device=dev).contiguous().realize()
+        self.b2_t = Tensor.ones(1, dtype=dt, device=dev).contiguous().realize()
         self.m = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).contiguous().realize() for p in self.params]
         self.v = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).contiguous().realize() for p in self.params]
 
     def _updates(self) -> list[tuple[Tensor, Tensor]]:
         self.t += 1
-        c1, c2 = 1.0 - self.b1**self.t, 1.0 - self.b2**self.t
+        b1_t, b2_t = self.b1_t * self.b1, self.b2_t * self.b2
+        c1, c2 = 1.0 - b1_t, 1.0 - b2_t
         out = []
         for p, m, v in zip(self.params, self.m, self.v):
             if p.grad is None:
@@ -119,7 +125,7 @@ class Adam(Optimizer):
             if self.weight_decay and self.decoupled:
                 w = w * (1.0 - self.lr * self.weight_decay)
             out += [(m, new_m), (v, new_v), (p, w - upd)]
-        return out
+        return out + [(self.b1_t, b1_t), (self.b2_t, b2_t)]  # last: the updates above read the old values
 
 
 class AdamW(Adam):
