@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from uops.errors import UopsError
 from uops.runtime import Allocator, Event, Program, Runtime
 from uops.testing.poison import _key
 
 __all__ = ["DeferredAllocator", "DeferredEvent", "DeferredProgram", "DeferredRuntime", "NotWaitedError"]
 
 
-class NotWaitedError(AssertionError):
+class NotWaitedError(UopsError, AssertionError):
     """The core read a buffer that queued work still writes: it did not wait on the work's event."""
 
 
