@@ -176,3 +176,24 @@ def test_a_nans_sign_survives_constants():
     minus = xp.signbit(xp.asarray(-math.nan, dtype=xp.float64)).item()
     assert (plus, minus) == (False, True)
     assert np.signbit(xp.asarray(-math.nan, dtype=xp.float32).numpy())
+
+
+def test_take_and_triangles_through_tensor_methods():
+    x = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+    t = xp.asarray(x)
+    idx = np.array([3, 0, 0, 1])
+    np.testing.assert_array_equal(xp.take(t, xp.asarray(idx), axis=2).numpy(), np.take(x, idx, axis=2))
+    np.testing.assert_array_equal(xp.take(xp.asarray(x[0, 0]), xp.asarray(idx)).numpy(), np.take(x[0, 0], idx))
+    along = np.array([[[1], [0], [2]]])
+    np.testing.assert_array_equal(
+        xp.take_along_axis(t, xp.asarray(along), axis=1).numpy(), np.take_along_axis(x, along, axis=1)
+    )
+    with pytest.raises(ValueError, match="axis="):
+        xp.take(t, xp.asarray(idx))
+    np.testing.assert_array_equal(xp.tril(t, k=-1).numpy(), np.tril(x, -1))
+    np.testing.assert_array_equal(xp.triu(t, k=2).numpy(), np.triu(x, 2))
+    c = xp.cumulative_sum(t, axis=-1, include_initial=True)
+    assert c.dtype == xp.int32
+    np.testing.assert_array_equal(c.numpy(), np.concatenate([np.zeros((2, 3, 1)), np.cumsum(x, -1)], -1))
+    p = xp.cumulative_prod(t, axis=1, include_initial=True, dtype=xp.int64)
+    np.testing.assert_array_equal(p.numpy(), np.concatenate([np.ones((2, 1, 4)), np.cumprod(x, 1, dtype=np.int64)], 1))
