@@ -197,3 +197,25 @@ def test_take_and_triangles_through_tensor_methods():
     np.testing.assert_array_equal(c.numpy(), np.concatenate([np.zeros((2, 3, 1)), np.cumsum(x, -1)], -1))
     p = xp.cumulative_prod(t, axis=1, include_initial=True, dtype=xp.int64)
     np.testing.assert_array_equal(p.numpy(), np.concatenate([np.ones((2, 1, 4)), np.cumprod(x, 1, dtype=np.int64)], 1))
+
+
+_NUMPY_TO_UOPS_ACC = {np.dtype(np.int64): xp.int32, np.dtype(np.uint64): xp.uint32}
+
+
+@pytest.mark.parametrize("dt", ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float32"])
+def test_accumulation_dtypes_follow_the_documented_table(dt: str):
+    a = (np.arange(1, 7) % 3).astype(dt).reshape(2, 3)
+    t = xp.asarray(a)
+    for ours, theirs in ((xp.sum, np.sum), (xp.prod, np.prod), (xp.cumulative_sum, np.cumulative_sum)):
+        got, want = ours(t, axis=1), theirs(a, axis=1)
+        expected = xp.int64 if dt == "int64" else _NUMPY_TO_UOPS_ACC.get(want.dtype, xp.float32)
+        assert got.dtype == expected, (ours.__name__, dt)
+        np.testing.assert_array_equal(got.numpy(), want)
+        exact = ours(t, axis=1, dtype=xp.float64 if dt == "float32" else xp.int64 if dt != "uint32" else xp.uint64)
+        np.testing.assert_array_equal(exact.numpy(), want)
+    assert xp.argmax(t, axis=1).dtype == xp.int64 and np.argmax(a, axis=1).dtype == np.int64
+
+
+def test_int32_sum_past_two_to_the_31_is_exact_with_dtype_int64():
+    a = np.full(3, 2**30, dtype=np.int32)
+    np.testing.assert_array_equal(xp.sum(xp.asarray(a), dtype=xp.int64).numpy(), np.sum(a))  # 3221225472

@@ -5,8 +5,19 @@ arrays, keyword-only options, Python scalars beside arrays) and computes nothing
 What the standard leaves to the implementation, uops answers so:
 
 - Arrays are lazy ``Tensor`` s; reading a value (``bool()``, ``float()``, ``item``) realizes them.
-- Default dtypes: ``int32`` and ``float32`` (``uops.dtypes.default_int/default_float``), so sums of
-  small integers accumulate in int32/uint32. No complex dtypes.
+- Default dtypes: ``int32`` and ``float32`` (``uops.dtypes.default_int/default_float``). No complex dtypes.
+- Where numpy 2 differs, on purpose (numpy's platform integer is int64; here the default is int32):
+
+  ==========================================  ====================  ==================================
+  operation                                   numpy 2               uops.array_api
+  ==========================================  ====================  ==================================
+  sum/prod/cumulative_* of bool, int8..int32  int64                 int32 (the standard's default int)
+  sum/prod/cumulative_* of uint8..uint32      uint64                uint32
+  the same with ``dtype=int64``/``uint64``    the asked dtype       the asked dtype (numpy's values)
+  int32 sum past 2**31                        exact (int64)         wraps: pass ``dtype=int64``
+  argmax/argmin, argsort                      int64                 int64 (same)
+  int32 with float32 (``result_type``)        float64               float32 (mixed kinds: unspecified)
+  ==========================================  ====================  ==================================
 - Set functions (``unique_*``) and ``nonzero`` have shapes that depend on the data: they realize their
   input and finish on the host (the sizes of the results cannot be known while building the graph).
 - ``sort``/``argsort`` are kernels (compare-count ranks, see ``frontend/tensor/sort.py``), always stable.
