@@ -219,3 +219,21 @@ def test_accumulation_dtypes_follow_the_documented_table(dt: str):
 def test_int32_sum_past_two_to_the_31_is_exact_with_dtype_int64():
     a = np.full(3, 2**30, dtype=np.int32)
     np.testing.assert_array_equal(xp.sum(xp.asarray(a), dtype=xp.int64).numpy(), np.sum(a))  # 3221225472
+
+
+def test_linalg_cross_matrix_power_and_matrix_norm_match_numpy():
+    rng = np.random.default_rng(0)
+    a, b = rng.random((2, 3), dtype=np.float32), rng.random((1, 3), dtype=np.float32)
+    np.testing.assert_allclose(xp.linalg.cross(xp.asarray(a), xp.asarray(b)).numpy(), np.cross(a, b), atol=1e-6)
+    m = rng.random((2, 3, 3), dtype=np.float32)
+    for n in (0, 1, 2, 5):
+        got = xp.linalg.matrix_power(xp.asarray(m), n).numpy()
+        np.testing.assert_allclose(got, np.linalg.matrix_power(m, n), rtol=1e-5)
+    for order in ("fro", 1, -1, math.inf, -math.inf):
+        want = np.linalg.norm(m, ord=order, axis=(-2, -1), keepdims=True)
+        got = xp.linalg.matrix_norm(xp.asarray(m), ord=order, keepdims=True).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(ValueError, match="SVD"):
+        xp.linalg.matrix_norm(xp.asarray(m), ord=2)
+    with pytest.raises(ValueError, match="inverse"):
+        xp.linalg.matrix_power(xp.asarray(m), -1)
