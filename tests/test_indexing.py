@@ -169,6 +169,9 @@ def test_setitem_with_a_bool_mask_matches_numpy(device: str) -> None:
     lazy = Tensor(x, device=device) + 1
     lazy[Tensor(mask, device=device)] = 0
     np.testing.assert_array_equal(lazy.numpy(), np.where(mask, 0, x + 1))
+    whole = Tensor(x.copy(), device=device)
+    whole[Tensor(np.array(True), device=device)] = 3  # a 0-d mask selects everything, as in numpy
+    np.testing.assert_array_equal(whole.numpy(), np.full_like(x, 3))
     with pytest.raises(ValueError, match="one value"):
         t[Tensor(mask, device=device)] = np.arange(int(mask.sum()), dtype=np.int16)
     with pytest.raises(IndexError, match="leading dims"):

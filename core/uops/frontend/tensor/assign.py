@@ -89,7 +89,7 @@ def _mask_of(self: Tensor, index: Any) -> Tensor | None:
         it = cls(it, device=self.device)
     if not isinstance(it, cls) or it.dtype != dtypes.bool:
         return None
-    if it.ndim == 0 or it.shape != self.shape[: it.ndim]:
+    if it.shape != self.shape[: it.ndim]:
         raise IndexError(f"setitem: a bool mask of shape {it.shape} must match the leading dims of {self.shape}")
     return it
 
