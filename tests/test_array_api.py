@@ -176,3 +176,64 @@ def test_a_nans_sign_survives_constants():
     minus = xp.signbit(xp.asarray(-math.nan, dtype=xp.float64)).item()
     assert (plus, minus) == (False, True)
     assert np.signbit(xp.asarray(-math.nan, dtype=xp.float32).numpy())
+
+
+def test_take_and_triangles_through_tensor_methods():
+    x = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+    t = xp.asarray(x)
+    idx = np.array([3, 0, 0, 1])
+    np.testing.assert_array_equal(xp.take(t, xp.asarray(idx), axis=2).numpy(), np.take(x, idx, axis=2))
+    np.testing.assert_array_equal(xp.take(xp.asarray(x[0, 0]), xp.asarray(idx)).numpy(), np.take(x[0, 0], idx))
+    along = np.array([[[1], [0], [2]]])
+    np.testing.assert_array_equal(
+        xp.take_along_axis(t, xp.asarray(along), axis=1).numpy(), np.take_along_axis(x, along, axis=1)
+    )
+    with pytest.raises(ValueError, match="axis="):
+        xp.take(t, xp.asarray(idx))
+    np.testing.assert_array_equal(xp.tril(t, k=-1).numpy(), np.tril(x, -1))
+    np.testing.assert_array_equal(xp.triu(t, k=2).numpy(), np.triu(x, 2))
+    c = xp.cumulative_sum(t, axis=-1, include_initial=True)
+    assert c.dtype == xp.int32
+    np.testing.assert_array_equal(c.numpy(), np.concatenate([np.zeros((2, 3, 1)), np.cumsum(x, -1)], -1))
+    p = xp.cumulative_prod(t, axis=1, include_initial=True, dtype=xp.int64)
+    np.testing.assert_array_equal(p.numpy(), np.concatenate([np.ones((2, 1, 4)), np.cumprod(x, 1, dtype=np.int64)], 1))
+
+
+_NUMPY_TO_UOPS_ACC = {np.dtype(np.int64): xp.int32, np.dtype(np.uint64): xp.uint32}
+
+
+@pytest.mark.parametrize("dt", ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float32"])
+def test_accumulation_dtypes_follow_the_documented_table(dt: str):
+    a = (np.arange(1, 7) % 3).astype(dt).reshape(2, 3)
+    t = xp.asarray(a)
+    for ours, theirs in ((xp.sum, np.sum), (xp.prod, np.prod), (xp.cumulative_sum, np.cumulative_sum)):
+        got, want = ours(t, axis=1), theirs(a, axis=1)
+        expected = xp.int64 if dt == "int64" else _NUMPY_TO_UOPS_ACC.get(want.dtype, xp.float32)
+        assert got.dtype == expected, (ours.__name__, dt)
+        np.testing.assert_array_equal(got.numpy(), want)
+        exact = ours(t, axis=1, dtype=xp.float64 if dt == "float32" else xp.int64 if dt != "uint32" else xp.uint64)
+        np.testing.assert_array_equal(exact.numpy(), want)
+    assert xp.argmax(t, axis=1).dtype == xp.int64 and np.argmax(a, axis=1).dtype == np.int64
+
+
+def test_int32_sum_past_two_to_the_31_is_exact_with_dtype_int64():
+    a = np.full(3, 2**30, dtype=np.int32)
+    np.testing.assert_array_equal(xp.sum(xp.asarray(a), dtype=xp.int64).numpy(), np.sum(a))  # 3221225472
+
+
+def test_linalg_cross_matrix_power_and_matrix_norm_match_numpy():
+    rng = np.random.default_rng(0)
+    a, b = rng.random((2, 3), dtype=np.float32), rng.random((1, 3), dtype=np.float32)
+    np.testing.assert_allclose(xp.linalg.cross(xp.asarray(a), xp.asarray(b)).numpy(), np.cross(a, b), atol=1e-6)
+    m = rng.random((2, 3, 3), dtype=np.float32)
+    for n in (0, 1, 2, 5):
+        got = xp.linalg.matrix_power(xp.asarray(m), n).numpy()
+        np.testing.assert_allclose(got, np.linalg.matrix_power(m, n), rtol=1e-5)
+    for order in ("fro", 1, -1, math.inf, -math.inf):
+        want = np.linalg.norm(m, ord=order, axis=(-2, -1), keepdims=True)
+        got = xp.linalg.matrix_norm(xp.asarray(m), ord=order, keepdims=True).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(ValueError, match="SVD"):
+        xp.linalg.matrix_norm(xp.asarray(m), ord=2)
+    with pytest.raises(ValueError, match="inverse"):
+        xp.linalg.matrix_power(xp.asarray(m), -1)

@@ -150,3 +150,29 @@ def test_gather_from_computed_and_strided_sources(device: str) -> None:
     np.testing.assert_array_equal(t.reshape(4, 6).T[I].numpy(), x.reshape(4, 6).T[idx])
     b = Tensor(x > 0, device=device)
     np.testing.assert_array_equal(b[I].numpy(), (x > 0)[idx])
+
+
+@pytest.mark.parametrize("device", DEV)
+def test_setitem_with_a_bool_mask_matches_numpy(device: str) -> None:
+    x = np.arange(24, dtype=np.int16).reshape(4, 6) - 7
+    want = x.copy()
+    t = Tensor(x.copy(), device=device)
+    row = t[1]
+    mask = x % 3 == 0
+    t[Tensor(mask, device=device)] = 5
+    want[mask] = 5
+    lead = np.array([True, False, False, True])
+    t[lead] = Tensor(np.array(-2, np.int16), device=device)  # a 0-d array value, a mask over the first dim
+    want[lead] = -2
+    np.testing.assert_array_equal(t.numpy(), want)
+    np.testing.assert_array_equal(row.numpy(), want[1])  # a view of the buffer sees the write
+    lazy = Tensor(x, device=device) + 1
+    lazy[Tensor(mask, device=device)] = 0
+    np.testing.assert_array_equal(lazy.numpy(), np.where(mask, 0, x + 1))
+    whole = Tensor(x.copy(), device=device)
+    whole[Tensor(np.array(True), device=device)] = 3  # a 0-d mask selects everything, as in numpy
+    np.testing.assert_array_equal(whole.numpy(), np.full_like(x, 3))
+    with pytest.raises(ValueError, match="one value"):
+        t[Tensor(mask, device=device)] = np.arange(int(mask.sum()), dtype=np.int16)
+    with pytest.raises(IndexError, match="leading dims"):
+        t[np.array([True, False])] = 1

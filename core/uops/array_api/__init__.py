@@ -5,8 +5,19 @@ arrays, keyword-only options, Python scalars beside arrays) and computes nothing
 What the standard leaves to the implementation, uops answers so:
 
 - Arrays are lazy ``Tensor`` s; reading a value (``bool()``, ``float()``, ``item``) realizes them.
-- Default dtypes: ``int32`` and ``float32`` (``uops.dtypes.default_int/default_float``), so sums of
-  small integers accumulate in int32/uint32. No complex dtypes.
+- Default dtypes: ``int32`` and ``float32`` (``uops.dtypes.default_int/default_float``). No complex dtypes.
+- Where numpy 2 differs, on purpose (numpy's platform integer is int64; here the default is int32):
+
+  ==========================================  ====================  ==================================
+  operation                                   numpy 2               uops.array_api
+  ==========================================  ====================  ==================================
+  sum/prod/cumulative_* of bool, int8..int32  int64                 int32 (the standard's default int)
+  sum/prod/cumulative_* of uint8..uint32      uint64                uint32
+  the same with ``dtype=int64``/``uint64``    the asked dtype       the asked dtype (numpy's values)
+  int32 sum past 2**31                        exact (int64)         wraps: pass ``dtype=int64``
+  argmax/argmin, argsort                      int64                 int64 (same)
+  int32 with float32 (``result_type``)        float64               float32 (mixed kinds: unspecified)
+  ==========================================  ====================  ==================================
 - Set functions (``unique_*``) and ``nonzero`` have shapes that depend on the data: they realize their
   input and finish on the host (the sizes of the results cannot be known while building the graph).
 - ``sort``/``argsort`` are kernels (compare-count ranks, see ``frontend/tensor/sort.py``), always stable.
@@ -237,17 +248,11 @@ def meshgrid(*arrays: Tensor, indexing: str = "xy") -> list[Tensor]:
 
 
 def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
-    n, m = x.shape[-2], x.shape[-1]
-    i = Tensor.arange(n, dtype=dtypes.int32, device=x.device).unsqueeze(-1)
-    j = Tensor.arange(m, dtype=dtypes.int32, device=x.device).unsqueeze(0)
-    return (j - i <= k).where(x, x.zeros_like())
+    return x.tril(k)
 
 
 def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
-    n, m = x.shape[-2], x.shape[-1]
-    i = Tensor.arange(n, dtype=dtypes.int32, device=x.device).unsqueeze(-1)
-    j = Tensor.arange(m, dtype=dtypes.int32, device=x.device).unsqueeze(0)
-    return (j - i >= k).where(x, x.zeros_like())
+    return x.triu(k)
 
 
 # ----- data types -----
@@ -538,41 +543,42 @@ def any(x: Tensor, /, *, axis: int | Sequence[int] | None = None, keepdims: buil
     return x.any(_axis(axis), keepdims)
 
 
-def _cumulative(x: Tensor, axis: int | None, dtype: DType | None, include_initial: builtins.bool, op: str) -> Tensor:
-    """Running sums (or products, through logs-free repeated products) as a masked reduction: a kernel."""
+def _cumulative_axis(x: Tensor, axis: int | None) -> int:
+    if x.ndim == 0:
+        raise ValueError("cumulative functions need at least a 1-d array")
     if axis is None:
         if x.ndim > 1:
             raise ValueError(f"cumulative functions need axis= for a {x.ndim}-d array")
-        axis = 0
-    if x.ndim == 0:
-        raise ValueError("cumulative functions need at least a 1-d array")
-    ax = x._axis(axis)
-    acc = x.cast(dtype) if dtype is not None else x.cast(x._acc_dtype()) if op == "sum" else x.cast(x._acc_dtype())
-    if dtypes.is_bool(acc.dtype):
-        acc = acc.cast(dtypes.default_int)
-    t = acc.transpose(ax, -1) if ax != x.ndim - 1 else acc
-    n = t.shape[-1]
-    i = Tensor.arange(n, dtype=dtypes.int32, device=x.device)
-    upto = i.unsqueeze(0) <= i.unsqueeze(-1)  # [k, j]: j contributes to k
-    ts = t.unsqueeze(-2)
-    out = upto.where(ts, 0).sum(-1) if op == "sum" else upto.where(ts, 1).prod(-1)
-    out = out.cast(acc.dtype)
-    if include_initial:
-        first = out.shrink(tuple((0, 1) if d == out.ndim - 1 else None for d in range(out.ndim)))
-        out = (first * 0 + (0 if op == "sum" else 1)).cat(out, dim=-1)
-    return out.transpose(ax, -1) if ax != x.ndim - 1 else out
+        return 0
+    return x._axis(axis)
+
+
+def _with_initial(out: Tensor, axis: int, value: int) -> Tensor:
+    """``value`` prepended along ``axis``: the standard's ``include_initial=True``."""
+    first = out.shrink(tuple((0, 1) if d == axis else None for d in range(out.ndim)))
+    return Tensor.full(first.shape, value, dtype=out.dtype, device=out.device).cat(out, dim=axis)
 
 
 def cumulative_sum(
     x: Tensor, /, *, axis: int | None = None, dtype: DType | None = None, include_initial: builtins.bool = False
 ) -> Tensor:
-    return _cumulative(x, axis, dtype, include_initial, "sum")
+    ax = _cumulative_axis(x, axis)
+    acc = x.cast(dtype if dtype is not None else x._acc_dtype())
+    out = acc.cumsum(ax).cast(acc.dtype)
+    return _with_initial(out, ax, 0) if include_initial else out
 
 
 def cumulative_prod(
     x: Tensor, /, *, axis: int | None = None, dtype: DType | None = None, include_initial: builtins.bool = False
 ) -> Tensor:
-    return _cumulative(x, axis, dtype, include_initial, "prod")
+    """No Tensor method yet: a masked product reduction (position j contributes to k when j <= k)."""
+    ax = _cumulative_axis(x, axis)
+    acc = x.cast(dtype if dtype is not None else x._acc_dtype())
+    t = acc.transpose(ax, -1)
+    i = Tensor.arange(t.shape[-1], dtype=dtypes.int32, device=x.device)
+    upto = i.unsqueeze(0) <= i.unsqueeze(-1)
+    out = upto.where(t.unsqueeze(-2), 1).prod(-1).cast(acc.dtype).transpose(ax, -1)
+    return _with_initial(out, ax, 1) if include_initial else out
 
 
 def diff(
@@ -588,6 +594,20 @@ def diff(
         a, b = out.shrink(hi), out.shrink(lo)
         out = (a != b) if dtypes.is_bool(out.dtype) else a - b
     return out
+
+
+# ----- indexing -----
+def take(x: Tensor, indices: Tensor, /, *, axis: int | None = None) -> Tensor:
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(f"take needs axis= for a {x.ndim}-d array")
+        axis = 0
+    ax = x._axis(axis)
+    return x[(slice(None),) * ax + (indices,)]
+
+
+def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
+    return x.take_along_axis(indices, axis)
 
 
 # ----- searching -----

@@ -6,10 +6,12 @@ module; here the arguments are checked and the target view is found.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uops.dtypes import dtypes
 from uops.ir.ops import Ops
 
 from ..inplace import InplaceError, buffer_of, own, renamed, writable, write
@@ -59,14 +61,17 @@ def assign(self: Tensor, value: Tensor | np.ndarray | Scalar) -> Tensor:
 
 
 def setitem(self: Tensor, index: Any, value: Tensor | np.ndarray | Scalar) -> None:
-    """``self[index] = value`` in place (basic indexing: ints, slices, None, ...); the right side is
-    evaluated before the write, as in numpy. A lazy tensor is first given a buffer of its own."""
+    """``self[index] = value`` in place (basic indexing: ints, slices, None, ...; or a bool mask over the leading
+    dims with one value for every selected element); the right side is evaluated before the write, as in numpy.
+    A lazy tensor is first given a buffer of its own."""
     from .indexing import is_basic
 
+    mask = _mask_of(self, index)
+    if mask is not None:
+        _masked_set(self, mask, value)
+        return
     if not is_basic(index):
-        raise TypeError(
-            "assigning through integer-tensor or mask indices is not supported; use scatter, masked_fill or where"
-        )
+        raise TypeError("assigning through integer-tensor indices is not supported; use scatter, masked_fill or where")
     region = self[index]  # checks the index (range, count) before anything runs
     v = _value(self, value, region.shape, "setitem")
     if not _in_place(self):
@@ -76,3 +81,29 @@ def setitem(self: Tensor, index: Any, value: Tensor | np.ndarray | Scalar) -> No
         region = self[index]
     write(region.uop, v.uop, self.device)
     self.uop = renamed(self.uop)
+
+
+def _mask_of(self: Tensor, index: Any) -> Tensor | None:
+    """A bool mask index (a tensor or a numpy array, alone or as a 1-tuple) as a tensor, else None."""
+    it = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+    cls = type(self)
+    if isinstance(it, np.ndarray) and it.dtype == np.bool_:
+        it = cls(it, device=self.device)
+    if not isinstance(it, cls) or it.dtype != dtypes.bool:
+        return None
+    if it.shape != self.shape[: it.ndim]:
+        raise IndexError(f"setitem: a bool mask of shape {it.shape} must match the leading dims of {self.shape}")
+    return it
+
+
+def _masked_set(self: Tensor, mask: Tensor, value: Tensor | np.ndarray | Scalar) -> None:
+    """``self[mask] = value`` as ``where(mask, value, self)``: no data-dependent shape, since one value
+    (a scalar or a single-element array) fills every selected element."""
+    v = _value(self, value, np.shape(value) if not isinstance(value, type(self)) else value.shape, "setitem")
+    if math.prod(v.shape) != 1:
+        raise ValueError(
+            f"setitem: a bool mask takes one value (a scalar or a single-element array), got shape {v.shape}; "
+            "the number of selected elements depends on the data"
+        )
+    m = mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim))
+    assign(self, m.where(v.reshape(()), self).cast(self.dtype))
