@@ -274,3 +274,21 @@ def test_emulated_devices_agree_with_cpu(device: str) -> None:
 
     for got, want in zip(grads(device), grads("CPU")):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_creation_helpers_make_leaves() -> None:
+    Tensor.manual_seed(0)
+    ts = [
+        Tensor.zeros(2, 3, requires_grad=True),
+        Tensor.ones(2, 3, requires_grad=True),
+        Tensor.full((2, 3), 0.5, requires_grad=True),
+        Tensor.rand(2, 3, requires_grad=True),
+        Tensor.randn(2, 3, requires_grad=True),
+        Tensor.uniform(2, 3, low=-1.0, high=1.0, requires_grad=True),
+    ]
+    assert all(t.requires_grad and t.is_leaf for t in ts)
+    sum((t * float(i + 1)).sum() for i, t in enumerate(ts)).backward()  # type: ignore[union-attr]
+    for i, t in enumerate(ts):
+        assert t.grad is not None
+        np.testing.assert_allclose(t.grad.numpy(), np.full((2, 3), i + 1.0))
+    assert not Tensor.rand(2).requires_grad

@@ -30,19 +30,36 @@ def full(
     fill_value: Scalar,
     dtype: DType | str | None = None,
     device: str | None = None,
+    requires_grad: bool = False,
 ) -> Tensor:
-    """A tensor of one value (no memory until realized)."""
+    """A tensor of one value (no memory until realized; a leaf requiring grad gets its buffer now)."""
     shp = shape_arg(tuple(shape) if isinstance(shape, (list, tuple)) else (shape,))
     dt = to_dtype(dtype) or scalar_dtype(fill_value)
-    return cls(const_view(check_scalar(fill_value, dt), dt, shp), device=device)
+    return cls(const_view(check_scalar(fill_value, dt), dt, shp), device=device, requires_grad=requires_grad)
 
 
-def zeros(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    return cls.full(shape_arg(shape), 0, dtype=to_dtype(dtype) or dtypes.default_float, device=device)
+def zeros(
+    cls: type[Tensor],
+    *shape: Any,
+    dtype: DType | str | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return cls.full(
+        shape_arg(shape), 0, dtype=to_dtype(dtype) or dtypes.default_float, device=device, requires_grad=requires_grad
+    )
 
 
-def ones(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    return cls.full(shape_arg(shape), 1, dtype=to_dtype(dtype) or dtypes.default_float, device=device)
+def ones(
+    cls: type[Tensor],
+    *shape: Any,
+    dtype: DType | str | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return cls.full(
+        shape_arg(shape), 1, dtype=to_dtype(dtype) or dtypes.default_float, device=device, requires_grad=requires_grad
+    )
 
 
 def empty(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -91,18 +108,30 @@ def manual_seed(cls: type[Tensor], seed: int = 0) -> None:
     rng.manual_seed(seed)
 
 
-def rand(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+def rand(
+    cls: type[Tensor],
+    *shape: Any,
+    dtype: DType | str | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Uniform in [0, 1)."""
     dt = to_dtype(dtype) or dtypes.default_float
     arr = rng.generator().random(shape_arg(shape), dtype=np.float32)
-    return cls(arr, device=device).cast(dt)
+    return cls(arr, device=device).cast(dt).requires_grad_(requires_grad)
 
 
-def randn(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+def randn(
+    cls: type[Tensor],
+    *shape: Any,
+    dtype: DType | str | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Standard normal."""
     dt = to_dtype(dtype) or dtypes.default_float
     arr = rng.generator().standard_normal(shape_arg(shape), dtype=np.float32)
-    return cls(arr, device=device).cast(dt)
+    return cls(arr, device=device).cast(dt).requires_grad_(requires_grad)
 
 
 def uniform(
@@ -112,8 +141,10 @@ def uniform(
     high: float = 1.0,
     dtype: DType | str | None = None,
     device: str | None = None,
+    requires_grad: bool = False,
 ) -> Tensor:
-    return cls.rand(*shape, dtype=dtype, device=device) * (high - low) + low
+    out = cls.rand(*shape, dtype=dtype, device=device) * (high - low) + low
+    return out.requires_grad_(requires_grad)
 
 
 def full_like(self: Tensor, fill_value: Scalar, dtype: DType | str | None = None) -> Tensor:
