@@ -103,6 +103,17 @@ CASES: dict[str, tuple[Callable[..., Tensor], list[np.ndarray]]] = {
     "log_softmax": (lambda a: a.log_softmax(0), [_r(4, 3)]),
     "logsumexp": (lambda a: a.logsumexp(1), [_r(3, 6)]),
     "contiguous_transpose": (lambda a: a.T.contiguous() * a.T, [_r(3, 4)]),
+    "gather": (lambda a: a.gather(1, Tensor(np.array([[2, 0, 2], [1, 1, 3], [3, 0, 0]]), device=a.device)), [_r(3, 4)]),
+    "int_tensor_index": (lambda a: a[Tensor(np.array([2, 0, 2, -1]), device=a.device)] * 2.0, [_r(4, 3)]),
+    "scatter_add": (
+        lambda a, b: a.scatter_add(0, Tensor(np.array([[1, 0], [1, 2]]), device=a.device), b),
+        [_r(3, 2), _r(2, 2, seed=1)],
+    ),
+    "masked_fill": (
+        lambda a: a.masked_fill(Tensor(np.array([True, False, True]), device=a.device), 0.5) * a,
+        [_r(2, 3)],
+    ),
+    "cumsum": (lambda a: a.cumsum(1) * a, [_r(2, 4)]),
     "mod": (lambda a: a % 0.7, [_r(8, lo=0.05, hi=0.6)]),
 }
 

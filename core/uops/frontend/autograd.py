@@ -31,11 +31,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from uops.dtypes import dtypes
 from uops.errors import UopsError
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
+from .realize import upload
 from .schedule import MoveTracker, const_view, device_of, move, shape_of
 
 __all__ = ["AutogradError", "NonDifferentiableError", "RULES", "compute_gradients", "no_grad"]
@@ -184,6 +187,23 @@ def _cast_grad(ret: UOp, g: UOp) -> Grads:
     return (g.cast(x.dtype) if dtypes.is_float(x.dtype) else None,)
 
 
+def _index_grad(ret: UOp, g: UOp) -> Grads:
+    """A gather's gradient: ``g`` scatter-added along the axis at the index (repeats add up; an index that
+    read zero matches no position). An arange-compare over a new axis of the source's size, summed over
+    the gathered axis; the index gets none."""
+    src, idx = ret.src
+    axis = ret.arg
+    out = shape_of(ret)
+    n = shape_of(src)[axis]
+    wide = out[: axis + 1] + (n,) + out[axis + 1 :]
+    narrow = out[: axis + 1] + (1,) + out[axis + 1 :]
+    pos = upload(np.arange(n, dtype=np.int32), dtypes.int32, device_of(src) or device_of(g) or "CPU")
+    pos = _expand(move(pos, "reshape", (1,) * (axis + 1) + (n,) + (1,) * (len(out) - axis - 1)), wide)
+    hit = _eq(_expand(move(idx, "reshape", narrow), wide), pos)
+    picked = hit.where(_expand(move(g, "reshape", narrow), wide), const_view(0.0, g.dtype, wide))
+    return move(_reduce(picked, Ops.ADD, (axis,)), "reshape", shape_of(src)), None
+
+
 #: THE table: op (or, for a VIEW, the elementary movement it records: see ``_MOVES``) -> the
 #: gradients of its sources given the node and its own gradient. Ops absent (comparisons, integer
 #: and bitwise ops) pass no gradient.
@@ -212,6 +232,7 @@ RULES: dict[Ops, Rule] = {
     Ops.CONTIGUOUS: lambda r, g: (g,),
     Ops.COPY: _copy_grad,
     Ops.VIEW: _view_grad,
+    Ops.INDEX: _index_grad,
 }
 
 
