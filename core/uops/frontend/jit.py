@@ -298,9 +298,7 @@ class _Captured:
                     node = made[r[1]] = new_buffer(b.device, b.size, b.dtype)
                     _buffers[node] = b
             u = node if st is None else UOp(Ops.VIEW, node.dtype, (node,), st)
-            t = object.__new__(Tensor)
-            t.uop, t.device, t.grad, t._requires_grad = u, device, None, False  # a replayed value has no graph
-            leaves[j] = t
+            leaves[j] = Tensor._untracked(u, device)  # a replayed value has no graph
         return _unflatten(self.tree, leaves, [0])
 
 

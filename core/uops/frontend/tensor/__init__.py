@@ -216,10 +216,15 @@ class Tensor(_Casts):
             raise AutogradError(f"{what}: the gradient has shape {g.shape}, the tensor {self.shape}; they must agree")
         return g.cast(self.dtype).uop
 
-    def _grad_tensor(self, u: UOp) -> Tensor:
-        t = object.__new__(type(self))
-        t.uop, t.device, t.grad, t._requires_grad = u.cast(self.dtype), self.device, None, False
+    @classmethod
+    def _untracked(cls, u: UOp, device: str) -> Tensor:
+        """A tensor of node ``u`` that requires no grad and is not tracked as a reader (gradients, JIT replays)."""
+        t = object.__new__(cls)
+        t.uop, t.device, t.grad, t._requires_grad = u, device, None, False
         return t
+
+    def _grad_tensor(self, u: UOp) -> Tensor:
+        return self._untracked(u.cast(self.dtype), self.device)
 
     def backward(self, gradient: Tensor | np.ndarray | Scalar | None = None) -> Tensor:
         """Add the gradient of this tensor to ``.grad`` of every leaf requiring grad it was computed from.
