@@ -47,7 +47,7 @@ _STAGES = """
     print(json.dumps(out))
 """
 
-_IMPORT_UOPS_ONLY = {"uops", "uops.dtypes", "uops.errors", "uops.version"}
+_IMPORT_UOPS_ONLY = {"uops", "uops._lazy", "uops.dtypes", "uops.errors", "uops.version"}
 _NEVER_AT_START = ("typing", "inspect", "dataclasses", "pluggy", "numpy")
 #: modules choosing a device does without
 _NOT_FOR_A_DEVICE = (

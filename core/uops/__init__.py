@@ -5,6 +5,7 @@ first time it is used (PEP 562), so a script that only asks for a device pays fo
 layer alone, not for the IR, the front end or the code generator.
 """
 
+from uops._lazy import lazy_attributes
 from uops.dtypes import DType, PtrDType, dtypes
 from uops.errors import UopsError
 from uops.version import __version__
@@ -43,17 +44,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'uops' has no attribute {name!r}")
-    value = getattr(__import__(module, fromlist=(name,)), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
 
 
 __all__ = [

@@ -14,6 +14,7 @@ device is used.
 
 from __future__ import annotations
 
+from uops._lazy import lazy_attributes
 from uops.dtypes import DType, PtrDType, dtypes
 from uops.plugins.backend import PRIORITY, Backend, PluginError, hookimpl
 from uops.plugins.probes import any_path_exists, emulation_probe, which
@@ -110,17 +111,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'uops.plugin' has no attribute {name!r} (the plugin API is its __all__)")
-    value = getattr(__import__(module, fromlist=(name,)), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY, hint=" (the plugin API is its __all__)")
 
 
 __all__ = [

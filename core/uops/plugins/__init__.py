@@ -7,6 +7,7 @@ The pluggy names (``hookspec``, ``UopsHookSpec``) load when first asked for, so 
 choosing one import no pluggy, and ``Target`` loads the renderer layer (and the IR under it) when first asked for.
 """
 
+from uops._lazy import lazy_attributes
 from uops.plugins.backend import PRIORITY, Backend, PluginError, hookimpl
 from uops.plugins.device import Device, DeviceHandle, Devices, register_backend, unregister_backend
 from uops.plugins.registry import PluginStatus, Registry, canonical_device
@@ -24,17 +25,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'uops.plugins' has no attribute {name!r}")
-    value = getattr(__import__(module, fromlist=(name,)), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
 
 
 __all__ = [
