@@ -323,7 +323,10 @@ def test_probe_with_the_library_and_no_device_names_hip_error():
     probe, err = _probe({"UOPS_HIP_LIB": str(_debian_hip())})
     if probe == "PROBE None":
         pytest.skip("an AMD GPU is present: the no-device path cannot be shown here")
-    assert probe == "PROBE no AMD GPU/HIP runtime: hipGetDeviceCount failed: hipErrorNoDevice (100): hipErrorNoDevice"
+    assert probe == (
+        "PROBE no AMD GPU/HIP runtime: hipGetDeviceCount failed: hipErrorNoDevice: hipErrorNoDevice"
+        " (device AMD, call hipGetDeviceCount, driver code 100)"
+    )
     assert err.startswith("ERROR hipGetDeviceCount failed: hipErrorNoDevice")
 
 

@@ -112,7 +112,7 @@ def _check(rc: int, call: str) -> None:
         name = (lib.hipGetErrorName(rc) or b"?").decode(errors="replace")
         desc = (lib.hipGetErrorString(rc) or b"").decode(errors="replace")
         error = HIPOutOfMemoryError if name == "hipErrorOutOfMemory" else HIPError
-        raise error(f"{call} failed: {name} ({rc}): {desc}", device="AMD", call=call, code=rc)
+        raise error(f"{call} failed: {name}: {desc}", device="AMD", call=call, code=rc)
 
 
 _init_lock = threading.Lock()
