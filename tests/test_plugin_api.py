@@ -24,6 +24,19 @@ def test_every_public_name_resolves() -> None:
         _ = uops.plugin.get_program  # type: ignore[attr-defined]
 
 
+def test_the_eager_names_are_bound_at_import_and_the_lazy_ones_come_from_their_module() -> None:
+    from uops.plugins.api import PUBLIC_EAGER, PUBLIC_LAZY, PUBLIC_NAMES
+
+    assert set(uops.plugin.__all__) == PUBLIC_NAMES and len(uops.plugin.__all__) == len(PUBLIC_NAMES)
+
+    code = "import uops.plugin as p; print(sorted(n for n in vars(p) if not n.startswith('_')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    bound = set(eval(out))  # noqa: S307 - our own printed list
+    assert set(PUBLIC_EAGER) <= bound and not bound & set(PUBLIC_LAZY)
+    for name, module in PUBLIC_LAZY.items():
+        assert getattr(uops.plugin, name) is getattr(__import__(module, fromlist=(name,)), name), name
+
+
 def test_importing_what_a_plugins_init_needs_loads_no_ir() -> None:
     code = (
         "import sys; from uops.plugin import Backend, hookimpl, which; "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from uops._lazy import lazy_attributes
 from uops.dtypes import DType, PtrDType, dtypes
+from uops.plugins.api import PUBLIC_LAZY
 from uops.plugins.backend import PRIORITY, Backend, PluginError, hookimpl
 from uops.plugins.probes import any_path_exists, emulation_probe, which
 from uops.version import PLUGIN_API
@@ -54,64 +55,8 @@ if TYPE_CHECKING:
     )
     from uops.runtime.elf import ElfError, SharedLibrary, SymbolNotDefinedError, check_device_image, read_shared_object
 
-#: public name -> the module that defines it, imported on first use
-_LAZY = {
-    # the IR a renderer reads
-    "Ops": "uops.ir.ops",
-    "GroupOp": "uops.ir.ops",
-    "UOp": "uops.ir.uop",
-    # rules: a renderer dialect prepends its own to CStyleRenderer.string_rewrite
-    "PatternMatcher": "uops.ir.rewrite",
-    "UPat": "uops.ir.rewrite",
-    # linear uops -> source
-    "Renderer": "uops.renderer",
-    "Target": "uops.renderer",
-    "DTypeNotSupportedError": "uops.renderer",
-    "CStyleRenderer": "uops.renderer.cstyle",
-    "workgroup_threads": "uops.renderer.cstyle",
-    "RenderContext": "uops.renderer.cstyle",
-    "alu_rules": "uops.renderer.cstyle",
-    "cast_via_float": "uops.renderer.cstyle",
-    "typed_reciprocal": "uops.renderer.cstyle",
-    # source -> bytes, and the on-disk cache a compiler may keep its own entries in (toolchain probes)
-    "Compiler": "uops.compiler",
-    "CompileError": "uops.compiler",
-    "CompilerUnavailableError": "uops.compiler",
-    "positive_int_from_env": "uops.compiler",
-    "usable_cores": "uops.compiler",
-    "cache_dir": "uops.compiler.cache",
-    "entry_path": "uops.compiler.cache",
-    "read_entry": "uops.compiler.cache",
-    "write_entry": "uops.compiler.cache",
-    "warn_cache": "uops.compiler.cache",
-    # memory and launches
-    "Allocator": "uops.runtime",
-    "Buffer": "uops.runtime",
-    "HostAllocator": "uops.runtime",
-    "Program": "uops.runtime",
-    "Runtime": "uops.runtime",
-    "launch_dims": "uops.runtime",
-    "BufferFreedError": "uops.runtime",
-    "BufferViewError": "uops.runtime",
-    "Event": "uops.runtime",
-    "DeviceError": "uops.runtime",
-    "LaunchError": "uops.runtime",
-    "OutOfMemoryError": "uops.runtime",
-    "ProgramLoadError": "uops.runtime",
-    # checked loading of native code
-    "SharedLibrary": "uops.runtime.elf",
-    "ElfError": "uops.runtime.elf",
-    "SymbolNotDefinedError": "uops.runtime.elf",
-    "check_device_image": "uops.runtime.elf",
-    "read_shared_object": "uops.runtime.elf",
-    # GPU-style source run on the CPU (an _EMU device, or a GPU plugin before its hardware exists)
-    "Dialect": "uops.backends.gpu_emu",
-    "EmulatedCompiler": "uops.backends.gpu_emu",
-    "EmulatedRuntime": "uops.backends.gpu_emu",
-}
 
-
-__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY, hint=" (the plugin API is its __all__)")
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), PUBLIC_LAZY, hint=" (the plugin API is its __all__)")
 
 
 __all__ = [

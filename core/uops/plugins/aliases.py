@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 
-from uops.plugins.api import MOVED_MODULES, REMOVED, SHIMS, RemovedNameError, removed_message
+from uops.plugins.api import MOVED_MODULES, PUBLIC_NAMES, REMOVED, SHIMS, RemovedNameError, removed_message
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,14 +25,8 @@ def replacement(module: str, name: str) -> str:
     """Where ``module.name`` of uops 0.1 is imported from now, as an import statement (or the adapter's advice)."""
     if (module, name) in SHIMS:
         return SHIMS[(module, name)]
-    import uops.plugin
-
-    if name in uops.plugin.__all__:
+    if name in PUBLIC_NAMES:
         return f"from uops.plugin import {name}"
-    import uops
-
-    if name in uops.__all__:
-        return f"from uops import {name}"
     return f"from {MOVED_MODULES[module]} import {name}"
 
 

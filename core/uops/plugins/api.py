@@ -12,12 +12,78 @@ from uops.errors import UopsError
 from uops.version import PLUGIN_API
 
 __all__ = [
-    "LEGACY_API", "LEGACY_PUBLIC", "MOVED_MODULES", "PUBLIC_MODULE", "REMOVED", "RemovedNameError", "SHIMS",
+    "LEGACY_API", "LEGACY_PUBLIC", "MOVED_MODULES", "PUBLIC_EAGER", "PUBLIC_LAZY", "PUBLIC_MODULE", "PUBLIC_NAMES",
+    "REMOVED", "RemovedNameError", "SHIMS",
     "api_mismatch", "format_api", "removed_message",
 ]  # fmt: skip
 
 #: the one module a plugin imports (`uops.plugin`)
 PUBLIC_MODULE = "uops.plugin"
+
+#: `uops.plugin`'s names imported with it: what a plugin's ``__init__.py`` needs to declare its Backend
+PUBLIC_EAGER = (
+    "PLUGIN_API", "PRIORITY", "Backend", "PluginError", "hookimpl", "DType", "PtrDType", "dtypes",
+    "any_path_exists", "emulation_probe", "which",
+)  # fmt: skip
+
+#: `uops.plugin`'s names that load on first use -> the module that defines each
+PUBLIC_LAZY = {
+    # the IR a renderer reads
+    "Ops": "uops.ir.ops",
+    "GroupOp": "uops.ir.ops",
+    "UOp": "uops.ir.uop",
+    # rules: a renderer dialect prepends its own to CStyleRenderer.string_rewrite
+    "PatternMatcher": "uops.ir.rewrite",
+    "UPat": "uops.ir.rewrite",
+    # linear uops -> source
+    "Renderer": "uops.renderer",
+    "Target": "uops.renderer",
+    "DTypeNotSupportedError": "uops.renderer",
+    "CStyleRenderer": "uops.renderer.cstyle",
+    "workgroup_threads": "uops.renderer.cstyle",
+    "RenderContext": "uops.renderer.cstyle",
+    "alu_rules": "uops.renderer.cstyle",
+    "cast_via_float": "uops.renderer.cstyle",
+    "typed_reciprocal": "uops.renderer.cstyle",
+    # source -> bytes, and the on-disk cache a compiler may keep its own entries in (toolchain probes)
+    "Compiler": "uops.compiler",
+    "CompileError": "uops.compiler",
+    "CompilerUnavailableError": "uops.compiler",
+    "positive_int_from_env": "uops.compiler",
+    "usable_cores": "uops.compiler",
+    "cache_dir": "uops.compiler.cache",
+    "entry_path": "uops.compiler.cache",
+    "read_entry": "uops.compiler.cache",
+    "write_entry": "uops.compiler.cache",
+    "warn_cache": "uops.compiler.cache",
+    # memory and launches
+    "Allocator": "uops.runtime",
+    "Buffer": "uops.runtime",
+    "HostAllocator": "uops.runtime",
+    "Program": "uops.runtime",
+    "Runtime": "uops.runtime",
+    "launch_dims": "uops.runtime",
+    "BufferFreedError": "uops.runtime",
+    "BufferViewError": "uops.runtime",
+    "Event": "uops.runtime",
+    "DeviceError": "uops.runtime",
+    "LaunchError": "uops.runtime",
+    "OutOfMemoryError": "uops.runtime",
+    "ProgramLoadError": "uops.runtime",
+    # checked loading of native code
+    "SharedLibrary": "uops.runtime.elf",
+    "ElfError": "uops.runtime.elf",
+    "SymbolNotDefinedError": "uops.runtime.elf",
+    "check_device_image": "uops.runtime.elf",
+    "read_shared_object": "uops.runtime.elf",
+    # GPU-style source run on the CPU (an _EMU device, or a GPU plugin before its hardware exists)
+    "Dialect": "uops.backends.gpu_emu",
+    "EmulatedCompiler": "uops.backends.gpu_emu",
+    "EmulatedRuntime": "uops.backends.gpu_emu",
+}
+
+#: every name of the plugin API (`uops.plugin.__all__`)
+PUBLIC_NAMES = frozenset(PUBLIC_EAGER) | frozenset(PUBLIC_LAZY)
 
 #: what a plugin that declares no ``plugin_api`` was built for: uops 0.1, before the API had a number
 LEGACY_API = (1, 0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import os
 
-from uops.plugins.api import LEGACY_PUBLIC, MOVED_MODULES, PUBLIC_MODULE, REMOVED, removed_message
+from uops.plugins.api import LEGACY_PUBLIC, MOVED_MODULES, PUBLIC_MODULE, PUBLIC_NAMES, REMOVED, removed_message
 
 __all__ = ["CoreImport", "core_imports", "package_files", "plugin_api_problems", "removed_names_used"]
 
@@ -90,10 +90,9 @@ def plugin_api_problems(files: list[str], legacy: bool) -> tuple[list[str], list
     ``legacy``: the plugin was built for plugin API 1.0 (uops 0.1), whose paths (`MOVED_MODULES`,
     `LEGACY_PUBLIC`) it may keep using during the deprecation window; they are reported, not failed.
     """
-    import uops.plugin
     from uops.plugins.aliases import replacement
 
-    public = set(uops.plugin.__all__)
+    public = PUBLIC_NAMES
     errors, deprecated = [], []
     for path in files:
         for imp in core_imports(path):
