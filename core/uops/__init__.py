@@ -13,10 +13,9 @@ from uops.version import __version__
 TYPE_CHECKING = False  # typing is not imported at run time: see the module docstring
 if TYPE_CHECKING:
     from uops.frontend.autograd import no_grad
-    from uops.frontend.dlpack import from_dlpack
     from uops.frontend.jit import Jit, JitError, jit
     from uops.frontend.load import load_program
-    from uops.frontend.tensor import Tensor
+    from uops.frontend.tensor import Tensor, from_dlpack
     from uops.frontend.tensor.variable import Variable
     from uops.ir.ops import AxisType, GroupOp, Ops
     from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
@@ -40,7 +39,7 @@ _LAZY = {
     "Jit": "uops.frontend.jit",
     "JitError": "uops.frontend.jit",
     "Variable": "uops.frontend.tensor.variable",
-    "from_dlpack": "uops.frontend.dlpack",  # a Tensor over any DLPack producer's memory
+    "from_dlpack": "uops.frontend.tensor",  # a Tensor over any DLPack producer's memory
 }
 
 

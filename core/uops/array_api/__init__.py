@@ -34,8 +34,7 @@ import numpy as np
 
 from uops.dtypes import DType, dtypes, least_upper_dtype, to_numpy
 from uops.errors import UopsError
-from uops.frontend.dlpack import from_dlpack
-from uops.frontend.tensor import Tensor
+from uops.frontend.tensor import Tensor, from_dlpack
 from uops.frontend.tensor.args import device_arg
 
 from . import linalg

@@ -25,7 +25,7 @@ import ctypes
 import itertools
 import math
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -35,13 +35,10 @@ from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
 from .realize import _buffers, device_handle, get_buffer, realize
-from .schedule import new_buffer
+from .schedule import new_buffer, shape_of
 from .view import ShapeTracker, View
 
-if TYPE_CHECKING:
-    from .tensor import Tensor
-
-__all__ = ["DLPackError", "dlpack", "dlpack_device", "from_dlpack"]
+__all__ = ["DLPackError", "dlpack_device", "export_dlpack", "import_dlpack"]
 
 
 class DLPackError(UopsError, BufferError):
@@ -190,9 +187,9 @@ def host_memory(device: str) -> bool:
     return isinstance(device_handle(device).runtime.allocator, HostAllocator)
 
 
-def dlpack_device(t: Tensor) -> tuple[int, int]:
-    """``(device_type, device_id)`` of the tensor's memory, as DLPack numbers them (CPU is 1, CUDA 2)."""
-    return (kDLCPU, 0) if host_memory(t.device) else _device_type(t.device)
+def dlpack_device(device: str) -> tuple[int, int]:
+    """``(device_type, device_id)`` of memory on ``device``, as DLPack numbers them (CPU is 1, CUDA 2)."""
+    return (kDLCPU, 0) if host_memory(device) else _device_type(device)
 
 
 def _strided(u: UOp) -> tuple[UOp, View] | None:
@@ -203,39 +200,42 @@ def _strided(u: UOp) -> tuple[UOp, View] | None:
     return (u.src[0], v) if v.mask is None else None
 
 
-def dlpack(
-    t: Tensor,
+def export_dlpack(
+    u: UOp,
+    device: str,
     stream: int | Any | None = None,
     max_version: tuple[int, int] | None = None,
     dl_device: tuple[int, int] | None = None,
     copy: bool | None = None,
 ) -> Any:
-    """The tensor's memory as a DLPack capsule: versioned ("dltensor_versioned") when the consumer's
-    ``max_version`` is 1.0 or later, else the legacy ("dltensor") one. Realizes a lazy tensor first."""
-    kind, dev_id = dlpack_device(t)
+    """The memory of tensor node ``u`` as a DLPack capsule (`Tensor.__dlpack__`): versioned
+    ("dltensor_versioned") when the consumer's ``max_version`` is 1.0 or later, else the legacy ("dltensor")
+    one. A lazy node is computed first."""
+    kind, dev_id = dlpack_device(device)
     if dl_device is not None and tuple(dl_device) != (kind, dev_id):
         if tuple(dl_device) != (kDLCPU, 0):
-            raise DLPackError(f"a {t.device} tensor cannot be exported to DLPack device {tuple(dl_device)}")
+            raise DLPackError(f"a {device} tensor cannot be exported to DLPack device {tuple(dl_device)}")
         if copy is False:
-            raise DLPackError(f"exporting a {t.device} tensor to the CPU needs a copy, and copy=False forbids it")
-        return _export_host_copy(t, max_version, flags=FLAG_IS_COPIED)
+            raise DLPackError(f"exporting a {device} tensor to the CPU needs a copy, and copy=False forbids it")
+        return _export_host_copy(u, device, max_version, flags=FLAG_IS_COPIED)
     if kind == kDLCPU and stream is not None and stream != -1:
         raise DLPackError(f"stream must be None for CPU memory, got {stream!r}")
-    rt = device_handle(t.device).runtime
+    rt = device_handle(device).runtime
     if copy:
         if kind == kDLCPU:
-            return _export_host_copy(t, max_version, flags=FLAG_IS_COPIED)
-        t = t._new(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)))
+            return _export_host_copy(u, device, max_version, flags=FLAG_IS_COPIED)
+        u = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
     flags = FLAG_IS_COPIED if copy else 0
-    t.realize()
-    sv = _strided(t.uop)
+    shape = shape_of(u)
+    (u,) = realize([u], device)
+    sv = _strided(u)
     if sv is None:
         if copy is False:
             raise DLPackError(
-                f"the tensor's view (shape {t.shape}) is not one strided window of a buffer; "
+                f"the tensor's view (shape {shape}) is not one strided window of a buffer; "
                 "sharing it needs a copy, and copy=False forbids it"
             )
-        (u,) = realize([UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,))], t.device)
+        (u,) = realize([UOp(Ops.CONTIGUOUS, u.dtype, (u,))], device)
         sv = _strided(u)
         assert sv is not None
         flags |= FLAG_IS_COPIED
@@ -249,21 +249,21 @@ def dlpack(
     elif kind == kDLCUDA:
         base = int(buf.handle)
     else:
-        raise DLPackError(f"{t.device} memory has no DLPack pointer form here; move the tensor with .to('CPU')")
-    data = base + view.offset * t.dtype.itemsize if base else None
-    return _capsule(buf, t.shape, view.strides, t.dtype, (kind, dev_id), data, max_version, flags)
+        raise DLPackError(f"{device} memory has no DLPack pointer form here; move the tensor with .to('CPU')")
+    data = base + view.offset * u.dtype.itemsize if base else None
+    return _capsule(buf, shape, view.strides, u.dtype, (kind, dev_id), data, max_version, flags)
 
 
-def _export_host_copy(t: Tensor, max_version: tuple[int, int] | None, flags: int) -> Any:
+def _export_host_copy(u: UOp, device: str, max_version: tuple[int, int] | None, flags: int) -> Any:
     from .realize import readback
 
-    arr = np.ascontiguousarray(readback(t.uop, t.device))
-    if t.dtype == dtypes.bfloat16:  # readback widens bfloat16; send the raw 16-bit values
+    arr = np.ascontiguousarray(readback(u, device))
+    if u.dtype == dtypes.bfloat16:  # readback widens bfloat16; send the raw 16-bit values
         from uops.dtypes import f32_to_bf16
 
         arr = f32_to_bf16(arr)
     strides = tuple(s // arr.itemsize for s in arr.strides)
-    return _capsule(arr, t.shape, strides, t.dtype, (kDLCPU, 0), arr.ctypes.data or None, max_version, flags)
+    return _capsule(arr, shape_of(u), strides, u.dtype, (kDLCPU, 0), arr.ctypes.data or None, max_version, flags)
 
 
 def _capsule(
@@ -351,17 +351,13 @@ def _consume(capsule: Any) -> tuple[DLTensor, int, _Imported]:
     return managed.dl_tensor, flags, _Imported(managed)
 
 
-def from_dlpack(x: Any, device: str | None = None, copy: bool | None = None) -> Tensor:
-    """A Tensor over the memory of any DLPack producer (numpy, torch, jax, cupy, another Tensor).
+def import_dlpack(x: Any, dev: str, copy: bool | None = None) -> UOp:
+    """The graph of a tensor on ``dev`` over the memory of any DLPack producer (`Tensor.from_dlpack`).
 
     CPU memory is aliased, not copied, when it lands on a host-memory device (CPU, PYTHON) and
     ``copy`` is not True; a read-only producer is copied (``copy=False`` then raises). Memory on
     another device, or for another target device, is copied when ``copy`` allows it.
     """
-    from .tensor import Tensor
-    from .tensor.args import device_arg
-
-    dev = device_arg(device)
     host_target = host_memory(dev)
     if hasattr(x, "__dlpack__"):
         kw: dict[str, Any] = {"max_version": DLPACK_VERSION}
@@ -412,7 +408,7 @@ def from_dlpack(x: Any, device: str | None = None, copy: bool | None = None) -> 
             weakref.finalize(host, owner.release)
             buf_node = new_buffer(dev, extent, dt)
             _buffers[buf_node] = _wrap(dev, extent, dt, host)
-            return Tensor(UOp(Ops.VIEW, dt, (buf_node,), st), device=dev)
+            return UOp(Ops.VIEW, dt, (buf_node,), st)
         flat = host.view(to_numpy(dt)) if extent else np.zeros(0, to_numpy(dt))
         arr = np.lib.stride_tricks.as_strided(
             flat[-lo if n else 0 :], shape, tuple(s * dt.itemsize for s in strides)
@@ -431,12 +427,11 @@ def _wrap(dev: str, size: int, dt: DType, host: np.ndarray) -> Any:
     return Buffer.wrap(device_handle(dev).runtime, size, dt, host)
 
 
-def _from_host(arr: np.ndarray, dt: DType, dev: str) -> Tensor:
+def _from_host(arr: np.ndarray, dt: DType, dev: str) -> UOp:
     from .realize import upload
-    from .tensor import Tensor
 
     if dt == dtypes.bfloat16:
         from uops.dtypes import bf16_to_f32
 
         arr = bf16_to_f32(arr)
-    return Tensor(upload(arr, dt, dev), device=dev)
+    return upload(arr, dt, dev)

@@ -31,7 +31,10 @@ from . import assign as _assign
 from . import conv, creation, elementwise, indexing, movement, nn, reduce, sort
 from .args import AxisError, Scalar, broadcast_shape, check_scalar, device_arg, scalar_dtype, to_dtype
 
-__all__ = ["AutogradError", "AxisError", "NonDifferentiableError", "Scalar", "Tensor", "broadcast_shape", "no_grad"]
+__all__ = [
+    "AutogradError", "AxisError", "NonDifferentiableError", "Scalar", "Tensor", "broadcast_shape", "from_dlpack",
+    "no_grad",
+]  # fmt: skip
 
 #: id -> the leaf tensors requiring grad (set by the user, not made by an op): what ``backward()`` fills.
 #: Keyed by id, not a WeakSet: a set would compare tensors with ``==``, which is elementwise here.
@@ -391,6 +394,7 @@ class Tensor(_Casts):
     arange = classmethod(creation.arange)
     eye = classmethod(creation.eye)
     manual_seed = classmethod(creation.manual_seed)
+    from_dlpack = classmethod(creation.from_dlpack)
     rand = classmethod(creation.rand)
     randn = classmethod(creation.randn)
     uniform = classmethod(creation.uniform)
@@ -624,11 +628,27 @@ class Tensor(_Casts):
     sort = sort.sort
 
     # ----- interchange: DLPack and the Array API standard -----
-    __dlpack__ = dlpack.dlpack
-    __dlpack_device__ = dlpack.dlpack_device
+    def __dlpack__(
+        self,
+        stream: int | Any | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """This tensor's memory as a DLPack capsule (`uops.frontend.dlpack.export_dlpack`). It is computed
+        first, unless a copy is asked for, so the consumer shares the buffer this tensor keeps."""
+        if not copy:
+            self.realize()
+        return dlpack.export_dlpack(self.uop, self.device, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return dlpack.dlpack_device(self.device)
 
     def __array_namespace__(self, api_version: str | None = None) -> Any:
         """``uops.array_api``, the Python Array API standard's namespace over Tensor."""
         from uops import array_api
 
         return array_api.namespace(api_version)
+
+
+from_dlpack = Tensor.from_dlpack

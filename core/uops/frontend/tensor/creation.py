@@ -15,7 +15,7 @@ from uops.dtypes import DType, dtypes, to_numpy
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
-from .. import rng
+from .. import dlpack, rng
 from ..schedule import const_view, new_buffer
 from ..view import ShapeTracker
 from .args import Scalar, check_scalar, device_arg, scalar_dtype, shape_arg, to_dtype
@@ -145,6 +145,17 @@ def uniform(
 ) -> Tensor:
     out = cls.rand(*shape, dtype=dtype, device=device) * (high - low) + low
     return out.requires_grad_(requires_grad)
+
+
+def from_dlpack(cls: type[Tensor], x: Any, device: str | None = None, copy: bool | None = None) -> Tensor:
+    """A Tensor over the memory of any DLPack producer (numpy, torch, jax, cupy, another Tensor).
+
+    CPU memory is aliased, not copied, when it lands on a host-memory device (CPU, PYTHON) and
+    ``copy`` is not True; a read-only producer is copied (``copy=False`` then raises). Memory on
+    another device, or for another target device, is copied when ``copy`` allows it.
+    """
+    dev = device_arg(device)
+    return cls(dlpack.import_dlpack(x, dev, copy), device=dev)
 
 
 def full_like(self: Tensor, fill_value: Scalar, dtype: DType | str | None = None) -> Tensor:
