@@ -15,6 +15,7 @@ from typing import Any
 from uops.errors import UopsError
 from uops.runtime import Allocator, Event, Program, Runtime
 from uops.testing.poison import _key
+from uops.testing.wrapped import Launch, WrappedAllocator, WrappedProgram, WrappedRuntime
 
 __all__ = ["DeferredAllocator", "DeferredEvent", "DeferredProgram", "DeferredRuntime", "NotWaitedError"]
 
@@ -62,14 +63,12 @@ class DeferredEvent:
         self.queue.run_until(self.seq)
 
 
-class DeferredAllocator(Allocator):
+class DeferredAllocator(WrappedAllocator):
     """``inner`` with ``copyin`` queued (it returns an event) and ``copyout`` refused while work names the handle."""
 
     def __init__(self, inner: Allocator, queue: _Queue, device: str) -> None:
-        self.inner, self.queue, self.device = inner, queue, device
-
-    def alloc(self, nbytes: int) -> Any:
-        return self.inner.alloc(nbytes)
+        super().__init__(inner, device)
+        self.queue = queue
 
     def free(self, handle: Any, nbytes: int) -> None:
         self._refuse_pending(handle, "free")
@@ -86,9 +85,6 @@ class DeferredAllocator(Allocator):
         self._refuse_pending(handle, "as_memoryview")
         return self.inner.as_memoryview(handle, nbytes)
 
-    def view(self, handle: Any, offset: int, nbytes: int) -> Any | None:
-        return self.inner.view(handle, offset, nbytes)
-
     def _refuse_pending(self, handle: Any, what: str) -> None:
         if self.queue.names(handle):
             raise NotWaitedError(
@@ -96,38 +92,32 @@ class DeferredAllocator(Allocator):
             )
 
 
-class DeferredProgram(Program):
-    def __init__(self, inner: Program, queue: _Queue) -> None:
-        self.inner, self.queue = inner, queue
+class DeferredProgram(WrappedProgram):
+    def __init__(self, inner: Program, queue: _Queue, name: str) -> None:
+        super().__init__(inner, name)
+        self.queue = queue
 
-    def __call__(
-        self,
-        *bufs: Any,
-        global_size: tuple[int, ...] = (1, 1, 1),
-        local_size: tuple[int, ...] = (1, 1, 1),
-        vals: tuple[int, ...] = (),
-        wait: bool = False,
-    ) -> float | Event | None:
-        def launch() -> Any:
-            return self.inner(*bufs, global_size=global_size, local_size=local_size, vals=vals, wait=wait)
+    def launch(self, bufs: tuple[Any, ...], kw: Launch) -> float | Event | None:
+        def run() -> Any:
+            return self.inner(*bufs, **kw)
 
-        if wait:  # a timed launch is done when it returns: what came before it runs first
+        if kw["wait"]:  # a timed launch is done when it returns: what came before it runs first
             self.queue.run_until(self.queue.done + len(self.queue.items))
-            return launch()
-        return self.queue.submit(launch, bufs)
+            return run()
+        return self.queue.submit(run, bufs)
 
 
-class DeferredRuntime(Runtime):
+class DeferredRuntime(WrappedRuntime):
     """``inner`` with its launches and uploads queued until an event or ``synchronize`` runs them."""
 
-    def __init__(self, inner: Runtime) -> None:
-        self.inner = inner
-        self.device = inner.device
-        self.queue = _Queue()
-        self.allocator: DeferredAllocator = DeferredAllocator(inner.allocator, self.queue, inner.device)
+    allocator: DeferredAllocator
 
-    def load(self, name: str, lib: bytes) -> Program:
-        return DeferredProgram(self.inner.load(name, lib), self.queue)
+    def __init__(self, inner: Runtime) -> None:
+        self.queue = _Queue()
+        super().__init__(inner, DeferredAllocator(inner.allocator, self.queue, inner.device))
+
+    def wrap(self, program: Program, name: str) -> Program:
+        return DeferredProgram(program, self.queue, name)
 
     def synchronize(self) -> None:
         self.queue.syncs += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from uops.runtime import Allocator, BufferFreedError, Event, Program, Runtime
+from uops.testing.wrapped import Launch, WrappedAllocator, WrappedProgram, WrappedRuntime
 
 __all__ = ["PoisonedAllocator", "PoisonedProgram", "PoisonedRuntime"]
 
@@ -22,11 +23,11 @@ def _key(handle: Any) -> object:
     return ("int", handle) if isinstance(handle, int) else ("obj", id(handle))
 
 
-class PoisonedAllocator(Allocator):
+class PoisonedAllocator(WrappedAllocator):
     """``inner`` with every freed handle remembered (and its bytes poisoned): any later use raises."""
 
     def __init__(self, inner: Allocator, device: str) -> None:
-        self.inner, self.device = inner, device
+        super().__init__(inner, device)
         self.freed: dict[object, Any] = {}  # the handle is kept, so its id is not reused while it is recorded
         self.frees = 0
 
@@ -67,33 +68,24 @@ class PoisonedAllocator(Allocator):
         return self.inner.view(handle, offset, nbytes)
 
 
-class PoisonedProgram(Program):
+class PoisonedProgram(WrappedProgram):
     def __init__(self, inner: Program, allocator: PoisonedAllocator, name: str) -> None:
-        self.inner, self.allocator, self.name = inner, allocator, name
+        super().__init__(inner, name)
+        self.allocator = allocator
 
-    def __call__(
-        self,
-        *bufs: Any,
-        global_size: tuple[int, ...] = (1, 1, 1),
-        local_size: tuple[int, ...] = (1, 1, 1),
-        vals: tuple[int, ...] = (),
-        wait: bool = False,
-    ) -> float | Event | None:
+    def launch(self, bufs: tuple[Any, ...], kw: Launch) -> float | Event | None:
         for i, b in enumerate(bufs):
             self.allocator.check(b, f"launching {self.name!r} (buffer {i})")
-        return self.inner(*bufs, global_size=global_size, local_size=local_size, vals=vals, wait=wait)
+        return self.inner(*bufs, **kw)
 
 
-class PoisonedRuntime(Runtime):
+class PoisonedRuntime(WrappedRuntime):
     """``inner`` with a `PoisonedAllocator`; its programs refuse freed handles."""
 
+    allocator: PoisonedAllocator
+
     def __init__(self, inner: Runtime) -> None:
-        self.inner = inner
-        self.device = inner.device
-        self.allocator: PoisonedAllocator = PoisonedAllocator(inner.allocator, inner.device)
+        super().__init__(inner, PoisonedAllocator(inner.allocator, inner.device))
 
-    def load(self, name: str, lib: bytes) -> Program:
-        return PoisonedProgram(self.inner.load(name, lib), self.allocator, name)
-
-    def synchronize(self) -> None:
-        self.inner.synchronize()
+    def wrap(self, program: Program, name: str) -> Program:
+        return PoisonedProgram(program, self.allocator, name)
