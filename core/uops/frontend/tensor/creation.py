@@ -116,9 +116,7 @@ def rand(
     requires_grad: bool = False,
 ) -> Tensor:
     """Uniform in [0, 1)."""
-    dt = to_dtype(dtype) or dtypes.default_float
-    arr = rng.generator().random(shape_arg(shape), dtype=np.float32)
-    return cls(arr, device=device).cast(dt).requires_grad_(requires_grad)
+    return _drawn(cls, rng.generator().random(shape_arg(shape), dtype=np.float32), dtype, device, requires_grad)
 
 
 def randn(
@@ -129,8 +127,15 @@ def randn(
     requires_grad: bool = False,
 ) -> Tensor:
     """Standard normal."""
-    dt = to_dtype(dtype) or dtypes.default_float
     arr = rng.generator().standard_normal(shape_arg(shape), dtype=np.float32)
+    return _drawn(cls, arr, dtype, device, requires_grad)
+
+
+def _drawn(
+    cls: type[Tensor], arr: np.ndarray, dtype: DType | str | None, device: str | None, requires_grad: bool
+) -> Tensor:
+    """A tensor of host-drawn float32 samples in ``dtype`` (the default float when None)."""
+    dt = to_dtype(dtype) or dtypes.default_float
     return cls(arr, device=device).cast(dt).requires_grad_(requires_grad)
 
 
