@@ -30,6 +30,8 @@ from .view import ShapeTracker
 _readers: weakref.WeakKeyDictionary[UOp, weakref.WeakSet[UOp]] = weakref.WeakKeyDictionary()
 #: BUFFER nodes some Tensor was given by realize(); a second Tensor realized onto one gets its own copy
 _bound: weakref.WeakSet[UOp] = weakref.WeakSet()
+#: BUFFER node -> the name a later write gave the same memory (`renamed`); follow the chain for the latest
+_renamed: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
 class InplaceError(UopsError, ValueError):
@@ -45,8 +47,39 @@ def buffer_of(u: UOp) -> UOp | None:
     return None
 
 
+def current(u: UOp) -> UOp:
+    """``u`` reading each buffer by the latest name of its memory, recorded as a reader of it (every node a
+    Tensor makes comes here).
+
+    Why: a view made before a write (``b = a.reshape(...)``) still names the memory by the name it had then.
+    A node built from it after the write would be, hash-consed, the very node a reader pending at the write
+    was, and that one reads the snapshot of the old value."""
+    if u.op is Ops.VIEW:
+        return u
+    if _renamed:
+        src = tuple(_by_latest_name(s) for s in u.src)
+        if any(a is not b for a, b in zip(src, u.src)):
+            u = u.replace(src=src)
+    note_reader(u)
+    return u
+
+
+def _latest(b: UOp) -> UOp:
+    while (n := _renamed.get(b)) is not None:
+        b = n
+    return b
+
+
+def _by_latest_name(s: UOp) -> UOp:
+    b = buffer_of(s)
+    if b is None or b not in _renamed:
+        return s
+    fresh = _latest(b)
+    return fresh if s is b else s.replace(src=(fresh, *s.src[1:]))
+
+
 def note_reader(u: UOp) -> None:
-    """Record ``u`` as a reader of the buffers it views directly (called for every node a Tensor makes)."""
+    """Record ``u`` as a reader of the buffers it views directly."""
     if u.op is Ops.VIEW:
         return
     for s in u.src:
@@ -96,6 +129,7 @@ def renamed(u: UOp) -> UOp:
     _readers[fresh] = ws  # one set of readers per memory, whichever name they read it by
     if b in _bound:
         _bound.add(fresh)
+    _renamed[_latest(b)] = fresh  # every older name of this memory now leads here
     return fresh if u is b else u.replace(src=(fresh, *u.src[1:]))
 
 

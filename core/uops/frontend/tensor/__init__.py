@@ -114,8 +114,7 @@ class Tensor(_Casts):
         dt = to_dtype(dtype)
         self.device = device_arg(device)
         if isinstance(data, UOp):
-            self.uop: UOp = data if dt is None or dt == data.dtype else data.cast(dt)
-            inplace.note_reader(self.uop)
+            self.uop: UOp = inplace.current(data if dt is None or dt == data.dtype else data.cast(dt))
             return
         if isinstance(data, Tensor):
             src = data.to(self.device) if device is not None else data
@@ -148,8 +147,7 @@ class Tensor(_Casts):
         rg = self._requires_grad or any(o._requires_grad for o in others)
         if rg and not GRAD_ENABLED[0]:
             u, rg = move(u, "detach", None), False
-        t.uop, t.device, t.grad, t._requires_grad = u, self.device, None, rg
-        inplace.note_reader(u)
+        t.uop, t.device, t.grad, t._requires_grad = inplace.current(u), self.device, None, rg
         return t
 
     # ----- autograd (rules in frontend/autograd.py) -----
