@@ -123,7 +123,9 @@ def serve(framework: str, workloads: ModuleType, stdin: TextIO, stdout: TextIO) 
             return
         if req["cmd"] == "setup":
             runs.clear()
-            w = next(w for w in workloads.workloads(req["small"]) if w.name == req["workload"])
+            w = next((w for w in workloads.workloads(req["small"]) if w.name == req["workload"]), None)
+            if w is None:
+                raise KeyError(f"{workloads.__file__} has no workload named {req['workload']!r}")
             xs = [np.load(p) for p in req["inputs"]]
             results: dict[str, str] = {}
             errors: dict[str, str] = {}

@@ -200,10 +200,3 @@ def workloads(small: bool = False) -> list[Workload]:
         Workload(f"MLP relu [{mb}x{mi}->{mh}->{mi}]", [(mb, mi), (mi, mh), (mh,), (mh, mi), (mi,)], _mlp,
                  4 * mb * mi * mh + 2 * mb * mh + mb * mi, mb * mi, "fma"),
     ]  # fmt: skip
-
-
-def by_name(name: str, small: bool) -> Workload:
-    for w in workloads(small):
-        if w.name == name:
-            return w
-    raise KeyError(f"no workload named {name!r}")
