@@ -156,6 +156,9 @@ def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: 
     print(f"{label:34s} " + " ".join([f"{'':>13s}"] * 4 + geo))
     for note in notes:
         print(note)
+    if roof is not None:  # measured again: if it moved much, the machine's load did, and so did the shares
+        again = measure(roof.array_bytes, runs=2) if args.small else measure(roof.array_bytes)
+        print(f"at the end: {again.describe()}")
     if hasattr(os, "getloadavg"):
         print(f"load average at the end {os.getloadavg()[0]:.2f} (a shared machine times everything slower)")
     return 1 if bad else 0

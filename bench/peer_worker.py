@@ -104,8 +104,14 @@ _BUILDERS = {"numpy": _numpy_variants, "jax": _jax_variants, "torch": _torch_var
 
 
 def _version(framework: str) -> str:
+    """The installed version (importing the framework first, so a peer without it fails to start)."""
+    import importlib.metadata
+
     mod = __import__(framework)
-    return str(getattr(mod, "__version__", "?"))
+    try:
+        return importlib.metadata.version(framework)
+    except importlib.metadata.PackageNotFoundError:
+        return str(getattr(mod, "__version__", "?"))
 
 
 def serve(framework: str, workloads: ModuleType, stdin: TextIO, stdout: TextIO) -> None:
