@@ -67,6 +67,11 @@ def roof_share(w: Workload, seconds: float, roof: Roofline) -> float:
     return w.nbytes / seconds / bandwidth
 
 
+def _ratio(r: float) -> str:
+    """Two decimals, as the issue tables print them; small ratios keep two significant digits instead."""
+    return f"{r:13.2f}" if r >= 0.1 else f"{r:13.2g}"
+
+
 def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -132,11 +137,11 @@ def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: 
         row = [f"{t_u:13.5f}", f"{w.flops / t_u / 1e9:13.2f}", f"{w.nbytes / t_u / 1e9:13.2f}"]
         row.append(f"{100 * roof_share(w, t_u, roof):8.0f}% {_ROOF_TAGS[w.roof]:>3s}" if roof else f"{'n/a':>13s}")
         ratios["numpy"].append(t_n / t_u)
-        row.append(f"{t_n / t_u:13.2f}")
+        row.append(_ratio(t_n / t_u))
         for (peer, variant), outcome in outcomes.items():
             if outcome.seconds is not None:
                 ratios[variant].append(outcome.seconds / t_u)
-                row.append(f"{outcome.seconds / t_u:13.2f}")
+                row.append(_ratio(outcome.seconds / t_u))
             else:
                 row.append(f"{outcome.status:>13s}")
                 notes.append(f"{w.name}: {variant} ({peer.python}) {outcome.status}: {outcome.detail}")
@@ -149,9 +154,9 @@ def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: 
             finally:
                 del os.environ["UOPS_BEAM"]
                 realize._programs.clear()
-            row += [f"{t_b:13.5f}", f"{t_n / t_b:13.2f}"]
+            row += [f"{t_b:13.5f}", _ratio(t_n / t_b)]
         print(f"{w.name:34s} " + " ".join(f"{x:>13s}" for x in row), flush=True)
-    geo = [f"{_geomean(r):13.2f}" if r else f"{'n/a':>13s}" for r in ratios.values()]
+    geo = [_ratio(_geomean(r)) if r else f"{'n/a':>13s}" for r in ratios.values()]
     label = f"geomean ({len(ratios['numpy'])} workloads)"
     print(f"{label:34s} " + " ".join([f"{'':>13s}"] * 4 + geo))
     for note in notes:
