@@ -1,204 +1,169 @@
-"""Front-end op benchmarks: uops vs numpy vs tinygrad (when importable), side by side, in one run.
+"""Front-end op benchmarks: uops against numpy and the peers given (jax.jit, torch.compile, torch eager,
+tinygrad), side by side in one run, with each workload's share of this machine's roofline.
 
-Cases: elementwise chains (``((a+b)*c).exp()``, GELU of ``x*y+x``), sums (16M, either axis of
-2048^2), softmax and layernorm over rows, matmul 1024^3 and 1023x1025x1031 (sizes no tile divides),
-batched matmul, matvec and a conv-like strided reduction (2x2 sum-pooling). Each time is the best of
-``--runs`` after one warm-up, uops and numpy taking turns run by run (compiling is not timed; building the lazy
-graph, scheduling and launching are). Inputs are
-already on the device. GFLOP/s and GB/s are the case's useful work (flops of the math, bytes of
-inputs and output once) over uops' time. ``--beam N`` adds a column with BEAM-searched kernels.
-The last line is the geometric mean of tinygrad's time over uops' (above 1: uops is faster).
+Workloads (``workloads.py``, each defined once for every framework): elementwise chains (``((a+b)*c).exp()``,
+GELU of ``x*y+x``), sums (16M, either axis of 2048^2), softmax and layernorm over rows, matmuls (1024^3,
+1023x1025x1031: sizes no tile divides, batched), matvec, 2x2 sum-pooling and an MLP layer pair. Every
+result is checked against numpy first; a peer whose result disagrees is reported as wrong, not timed.
+Each time is the best of ``--runs`` after a warm-up, every side taking turns run by run (compiling is not
+timed; building the lazy graph, scheduling and launching are). Inputs are already on the device.
 
-    python bench/ops.py [--device CPU] [--runs 5] [--small] [--beam 2]
+The ratios are peer time / uops time: above 1 uops is faster. GFLOP/s and GB/s are the workload's useful
+work (flops of the math; bytes of inputs and output once) over uops' time; ``roof`` is that as a share of
+the ceiling it is held to (``bench/roofline.py``, measured at the start on CPU): ``rd`` read bandwidth,
+``tri`` triad bandwidth, ``fma`` peak FMA rate. ``--beam N`` adds BEAM-searched kernels.
 
+    python bench/ops.py [--device CPU] [--runs 5] [--small] [--only TEXT] [--beam 2]
+                        [--jax-python PATH] [--torch-python PATH] [--tinygrad-python PATH] [--no-roofline]
+
+``--jax-python``/``--torch-python`` name interpreters that have jax / torch installed (their own venvs:
+they are never uops dependencies); tinygrad runs from this interpreter when it can import it.
 ``uops bench`` calls ``main(argv)``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def _best(fn: Callable[[], Any], runs: int) -> float:
-    return _best_alternating([fn], runs)[0]
+from peers import Peer, compare, peer_pythons, start_peers, time_in_turns  # noqa: E402
+from roofline import Roofline, measure  # noqa: E402
+from workloads import Workload, agrees, inputs, max_error, workloads  # noqa: E402
 
-
-def _best_alternating(fns: list[Callable[[], Any]], runs: int) -> list[float]:
-    """The best time of each of ``fns`` over ``runs`` rounds, one run of each per round: on a shared machine a
-    busy spell then slows every side of a ratio, not only the one that happened to be timing."""
-    for fn in fns:
-        fn()  # warm-up: compiles, allocates
-    best = [float("inf")] * len(fns)
-    for _ in range(runs):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+_ROOF_TAGS = {"read": "rd", "triad": "tri", "fma": "fma"}
 
 
-def _gelu_np(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
-
-
-def _softmax_np(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def _layernorm_np(x: np.ndarray) -> np.ndarray:
-    m = x.mean(axis=1, keepdims=True)
-    return (x - m) / np.sqrt(((x - m) ** 2).mean(axis=1, keepdims=True) + 1e-5)
-
-
-def _layernorm(x: Any) -> Any:
-    m = x.mean(axis=1, keepdim=True)
-    return (x - m) / (((x - m) * (x - m)).mean(axis=1, keepdim=True) + 1e-5).sqrt()
-
-
-def _pool(x: Any, n: int) -> Any:
-    return x.reshape(n // 2, 2, n // 2, 2).sum(axis=(1, 3))
-
-
-@dataclass
-class Case:
-    name: str
-    shapes: list[tuple[int, ...]]
-    numpy: Callable[..., Any]
-    graph: Callable[..., Any]  # the same math on uops or tinygrad tensors
-    flops: float
-    out_elems: int
-
-
-def cases(small: bool) -> list[Case]:
-    n = 16 * 1024 if small else 16 * 1024 * 1024
-    s = 64 if small else 2048
-    m = 64 if small else 1024
-    om, ok, on = (63, 65, 67) if small else (1023, 1025, 1031)  # sizes no tile divides
-    b, bm = (4, 32) if small else (16, 256)
-    v = 128 if small else 4096
-    return [
-        Case(f"((a+b)*c).exp() [{n}]", [(n,)] * 3, lambda a, b, c: np.exp((a + b) * c),
-             lambda a, b, c: ((a + b) * c).exp(), 3 * n, n),
-        Case(f"gelu(x*y+x) [{n}]", [(n,)] * 2, lambda x, y: _gelu_np(x * y + x), lambda x, y: (x * y + x).gelu(),
-             12 * n, n),
-        Case(f"sum [{n}]", [(n,)], lambda x: x.sum(), lambda x: x.sum(), n, 1),
-        Case(f"sum axis 0 [{s}^2]", [(s, s)], lambda x: x.sum(axis=0), lambda x: x.sum(axis=0), s * s, s),
-        Case(f"sum axis 1 [{s}^2]", [(s, s)], lambda x: x.sum(axis=1), lambda x: x.sum(axis=1), s * s, s),
-        Case(f"softmax rows [{s}^2]", [(s, s)], _softmax_np, lambda x: x.softmax(axis=1), 5 * s * s, s * s),
-        Case(f"layernorm rows [{s}^2]", [(s, s)], _layernorm_np, _layernorm, 7 * s * s, s * s),
-        Case(f"matmul [{m}^3]", [(m, m), (m, m)], lambda x, y: x @ y, lambda x, y: x @ y, 2 * m**3, m * m),
-        Case(f"matmul [{om}x{ok}x{on}]", [(om, ok), (ok, on)], lambda x, y: x @ y, lambda x, y: x @ y,
-             2 * om * ok * on, om * on),
-        Case(f"batched matmul [{b}x{bm}^3]", [(b, bm, bm), (b, bm, bm)], lambda x, y: x @ y, lambda x, y: x @ y,
-             2 * b * bm**3, b * bm * bm),
-        Case(f"matvec [{v}^2 @ {v}]", [(v, v), (v,)], lambda x, y: x @ y, lambda x, y: x @ y, 2 * v * v, v),
-        Case(f"2x2 sum-pool [{s}^2]", [(s, s)], lambda x: x.reshape(s // 2, 2, s // 2, 2).sum(axis=(1, 3)),
-             lambda x: _pool(x, s), s * s, s * s // 4),
-    ]  # fmt: skip
-
-
-def _uops_fn(c: Case, xs: list[np.ndarray], device: str) -> tuple[Callable[[], Any], Callable[[], np.ndarray]]:
+def _uops_fns(w: Workload, xs: list[np.ndarray], device: str) -> tuple[Callable[[], Any], Callable[[], np.ndarray]]:
     from uops import Tensor
     from uops.plugins import Device
 
     ts = [Tensor(x, device=device).realize() for x in xs]
     runtime = Device[device].runtime
+    fn = w.for_framework("uops")
 
     def run() -> Any:
-        out = c.graph(*ts).realize()
+        out = fn(*ts).realize()
         runtime.synchronize()
         return out
 
-    return run, lambda: c.graph(*ts).numpy()
+    return run, lambda: fn(*ts).numpy()
 
 
-def _tinygrad_fn(c: Case, xs: list[np.ndarray]) -> Callable[[], Any] | None:
-    try:
-        from tinygrad import Device as TDevice
-        from tinygrad import Tensor as TTensor
-    except ImportError:
-        return None
-    ts = [TTensor(x).realize() for x in xs]
-
-    def run() -> Any:
-        out = c.graph(*ts).realize()
-        TDevice[TDevice.DEFAULT].synchronize()
-        return out
-
-    return run
+def roof_share(w: Workload, seconds: float, roof: Roofline) -> float:
+    """The share of its ceiling the workload reached in ``seconds``: work per second over the ceiling's rate."""
+    if w.roof == "fma":
+        return w.flops / seconds / roof.fma_flops_s
+    bandwidth = roof.read_bytes_s if w.roof == "read" else roof.triad_bytes_s
+    return w.nbytes / seconds / bandwidth
 
 
-def _fmt(t: float | None) -> str:
-    return f"{t:9.4f}" if t is not None else f"{'n/a':>9s}"
+def _ratio(r: float) -> str:
+    """Two decimals, as the issue tables print them; small ratios keep two significant digits instead."""
+    return f"{r:13.2f}" if r >= 0.1 else f"{r:13.2g}"
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmarks and print one table; returns a process exit code."""
-    p = argparse.ArgumentParser(prog="uops bench", description="uops vs numpy vs tinygrad on common ops")
+    """Run the benchmarks and print one table; returns a process exit code (1: a uops result was wrong)."""
+    p = argparse.ArgumentParser(prog="uops bench", description="uops vs numpy, jax, torch and tinygrad on common ops")
     p.add_argument("--device", default=None, help="uops device (default: CPU if available, else Device.DEFAULT)")
     p.add_argument("--runs", type=int, default=5, help="timed runs per case (best is reported)")
     p.add_argument("--small", action="store_true", help="small sizes (a quick smoke run)")
     p.add_argument("--beam", type=int, default=0, metavar="N", help="also time BEAM-searched kernels (width N)")
     p.add_argument("--only", default="", help="run only the cases whose name contains this text")
+    p.add_argument("--jax-python", metavar="PATH", help="an interpreter with jax: adds jax.jit")
+    p.add_argument("--torch-python", metavar="PATH", help="an interpreter with torch: adds torch.compile, eager")
+    p.add_argument("--tinygrad-python", metavar="PATH", help="an interpreter with tinygrad (default: this one's)")
+    p.add_argument("--no-roofline", action="store_true", help="skip measuring the roofline (CPU only)")
     args = p.parse_args(argv)
     from uops.frontend import realize
     from uops.plugins import Device
 
     device = args.device or ("CPU" if "CPU" in Device else Device.DEFAULT)
     device = Device[device].name
-    rng = np.random.default_rng(0)
-    cols = ["uops", "GFLOP/s", "GB/s", "numpy", "tinygrad", "uops/numpy", "uops/tg"]
+    roof: Roofline | None = None
+    if device == "CPU" and not args.no_roofline:
+        roof = measure(32 * 2**20, runs=2) if args.small else measure()
+        print(roof.describe())
+    peers = start_peers(peer_pythons(args.jax_python, args.torch_python, args.tinygrad_python))
+    try:
+        return _table(args, device, roof, peers, realize)
+    finally:
+        for peer in peers:
+            peer.close()
+
+
+def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: list[Peer], realize: Any) -> int:
+    remote = [(p, v) for p in peers for v in p.variants]
+    for p in peers:
+        print(f"peer {p.framework} {p.version}: {p.python}")
+    cols = ["uops s", "GFLOP/s", "GB/s", "roof", "numpy", *(v for _, v in remote)]
     if args.beam:
-        cols += [f"BEAM={args.beam}", "beam/numpy"]
-    header = f"{'case':30s} " + " ".join(f"{c:>10s}" for c in cols)
+        cols += [f"BEAM={args.beam} s", "numpy/beam"]
+    header = f"{'workload':34s} " + " ".join(f"{c:>13s}" for c in cols)
     load = f"; load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
-    print(f"device {device}; seconds, best of {args.runs}; ratio > 1 means uops is slower{load}")
+    print(f"device {device}; best of {args.runs}; ratios are peer time / uops time (above 1: uops is faster){load}")
     print(header)
     print("-" * len(header))
     bad = 0
-    speedups: list[float] = []
-    for c in cases(args.small):
-        if args.only and args.only not in c.name:
+    ratios: dict[str, list[float]] = {c: [] for c in ["numpy", *(v for _, v in remote)]}
+    notes: list[str] = []
+    for w in workloads(args.small):
+        if args.only and args.only not in w.name:
             continue
-        xs = [rng.standard_normal(s).astype(np.float32) for s in c.shapes]
-        want = c.numpy(*xs)
-        run_u, get_u = _uops_fn(c, xs, device)
+        xs = inputs(w)
+        numpy_fn = w.for_framework("numpy")
+        want = np.asarray(numpy_fn(*xs), dtype=np.float32)
+        run_u, get_u = _uops_fns(w, xs, device)
         got = get_u()
-        if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max()))):
-            print(f"{c.name}: uops result disagrees with numpy (max abs err {np.abs(got - want).max():.3g})")
+        if not agrees(got, want):
+            notes.append(f"{w.name}: uops result disagrees with numpy ({max_error(got, want)})")
             bad += 1
-        t_u, t_n = _best_alternating([run_u, lambda c=c, xs=xs: c.numpy(*xs)], args.runs)
-        tg = _tinygrad_fn(c, xs)
-        t_t = _best(tg, args.runs) if tg is not None else None
-        nbytes = 4 * (sum(x.size for x in xs) + c.out_elems)
-        row = [_fmt(t_u), f"{c.flops / t_u / 1e9:10.2f}", f"{nbytes / t_u / 1e9:10.2f}", _fmt(t_n), _fmt(t_t)]
-        row += [f"{t_u / t_n:10.2f}", f"{t_u / t_t:10.2f}" if t_t else f"{'n/a':>10s}"]
-        if t_t:
-            speedups.append(t_t / t_u)
+        local = [run_u, functools.partial(numpy_fn, *xs)]
+        (t_u, t_n), outcomes = compare(peers, w.name, args.small, xs, want, local, args.runs)
+        row = [f"{t_u:13.5f}", f"{w.flops / t_u / 1e9:13.2f}", f"{w.nbytes / t_u / 1e9:13.2f}"]
+        row.append(f"{100 * roof_share(w, t_u, roof):8.0f}% {_ROOF_TAGS[w.roof]:>3s}" if roof else f"{'n/a':>13s}")
+        ratios["numpy"].append(t_n / t_u)
+        row.append(_ratio(t_n / t_u))
+        for (peer, variant), outcome in outcomes.items():
+            if outcome.seconds is not None:
+                ratios[variant].append(outcome.seconds / t_u)
+                row.append(_ratio(outcome.seconds / t_u))
+            else:
+                row.append(f"{outcome.status:>13s}")
+                notes.append(f"{w.name}: {variant} ({peer.python}) {outcome.status}: {outcome.detail}")
         if args.beam:
             os.environ["UOPS_BEAM"] = str(args.beam)
             realize._programs.clear()
             try:
-                run_b, get_b = _uops_fn(c, xs, device)
-                t_b = _best(run_b, args.runs)
+                run_b, _ = _uops_fns(w, xs, device)
+                t_b, t_n = time_in_turns([run_b, functools.partial(numpy_fn, *xs)], [], args.runs)
             finally:
                 del os.environ["UOPS_BEAM"]
                 realize._programs.clear()
-            row += [_fmt(t_b), f"{t_b / t_n:10.2f}"]
-        print(f"{c.name:30s} " + " ".join(f"{x:>10s}" for x in row), flush=True)
-    if speedups:
-        geo = math.exp(sum(math.log(x) for x in speedups) / len(speedups))
-        print(f"geomean speedup over tinygrad: {geo:.2f}x")
+            row += [f"{t_b:13.5f}", _ratio(t_n / t_b)]
+        print(f"{w.name:34s} " + " ".join(f"{x:>13s}" for x in row), flush=True)
+    geo = [_ratio(_geomean(r)) if r else f"{'n/a':>13s}" for r in ratios.values()]
+    label = f"geomean ({len(ratios['numpy'])} workloads)"
+    print(f"{label:34s} " + " ".join([f"{'':>13s}"] * 4 + geo))
+    for note in notes:
+        print(note)
+    if roof is not None:  # measured again: if it moved much, the machine's load did, and so did the shares
+        again = measure(roof.array_bytes, runs=2) if args.small else measure(roof.array_bytes)
+        print(f"at the end: {again.describe()}")
     if hasattr(os, "getloadavg"):
         print(f"load average at the end {os.getloadavg()[0]:.2f} (a shared machine times everything slower)")
     return 1 if bad else 0
