@@ -4,8 +4,8 @@
 # Expects: Python 3.11+ with numpy, pytest, pluggy, setuptools; clang-19 + lld-19 (or UOPS_AMD_CLANG naming a
 # clang that knows the GPU's gfx target); libamdhip64 (ROCm, or UOPS_HIP_LIB naming it).
 # Installs the core and plugins/amd from this working tree (gpu/common.sh), then runs
-#   1. tests/test_amd.py                (code objects, AMD_EMU, the HIP runtime)
-#   2. the cross-device suite on AMD    (UOPS_TEST_DEVICES=AMD pytest tests/test_tensor.py)
+#   1. plugins/amd/tests/test_amd.py    (code objects, AMD_EMU, the HIP runtime)
+#   2. the cross-device suite on AMD    (UOPS_TEST_DEVICES=AMD pytest tests/frontend/test_tensor.py)
 #   3. bench/ops.py --device AMD        (when present)
 # and writes a summary to $OUT/gpu-summary.txt (or ./gpu-summary.txt). Logs go beside it.
 # What only this script can prove: the kernarg packing and launch on real hardware, the GPU's own
@@ -40,8 +40,8 @@ PY
 sed 's/^/probe: /' "$DEST/probe.log" | tee -a "$SUMMARY"
 
 # ---- tests, bench ----
-run_tests test_amd 120 UOPS_STRICT_PLUGINS=1 -- tests/test_amd.py
-run_tests tensor_suite_AMD 150 UOPS_TEST_DEVICES=AMD -- tests/test_tensor.py
+run_tests test_amd 120 UOPS_STRICT_PLUGINS=1 -- plugins/amd/tests/test_amd.py
+run_tests tensor_suite_AMD 150 UOPS_TEST_DEVICES=AMD -- tests/frontend/test_tensor.py
 run_step bench 90 -- "$VPY" bench/ops.py --device AMD
 
 check_end

@@ -4,10 +4,10 @@
 # Expects: Python 3.11+ with numpy, pytest, pluggy, cuda-bindings (and libnvrtc, e.g. from
 # torch's nvidia-cuda-nvrtc wheel), setuptools; torch is optional (the cuBLAS peer of the matmul goal).
 # Installs the core and plugins/cuda from this working tree (gpu/common.sh), then runs
-#   1. tests/test_cuda.py                 (NVRTC, shim, and the GPU runtime tests)
+#   1. plugins/cuda/tests/test_cuda.py    (NVRTC, shim, and the GPU runtime tests)
 #   2. bench/gpu.py --device CUDA         (the issue-12 goals: elementwise GB/s as % of 4.3 TB/s,
 #                                          fp32 matmul 4096^3 vs torch.matmul or 67 TFLOP/s x 0.5)
-#   3. the cross-device suite on CUDA     (UOPS_TEST_DEVICES=CUDA pytest tests/test_tensor.py)
+#   3. the cross-device suite on CUDA     (UOPS_TEST_DEVICES=CUDA pytest tests/frontend/test_tensor.py)
 #   4. bench/ops.py --device CUDA         (the CPU bench's cases on the GPU)
 #   5. bench/gpu.py --only matmul --beam 2 (BEAM-searched matmul, with what time is left)
 # and writes a summary to $OUT/gpu-summary.txt (or ./gpu-summary.txt), the goal table to
@@ -40,9 +40,9 @@ PY
 sed 's/^/probe: /' "$DEST/probe.log" | tee -a "$SUMMARY"
 
 # ---- tests, goals, benches ----
-run_tests test_cuda 90 UOPS_STRICT_PLUGINS=1 -- tests/test_cuda.py
+run_tests test_cuda 90 UOPS_STRICT_PLUGINS=1 -- plugins/cuda/tests/test_cuda.py
 run_step goals 150 -- "$VPY" bench/gpu.py --device CUDA --runs 10 --summary "$DEST/gpu-goals.txt"
-run_tests tensor_suite_CUDA 150 UOPS_TEST_DEVICES=CUDA -- tests/test_tensor.py
+run_tests tensor_suite_CUDA 150 UOPS_TEST_DEVICES=CUDA -- tests/frontend/test_tensor.py
 run_step bench 90 -- "$VPY" bench/ops.py --device CUDA
 run_step beam_matmul 120 -- "$VPY" bench/gpu.py --device CUDA --only matmul --beam 2 --runs 5
 

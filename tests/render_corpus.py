@@ -6,7 +6,7 @@ captured kernel for every renderer (CPU, CUDA, AMD on two architectures, Metal o
 devices, PYTHON), with the default heuristics, with no opts and with the captured opts, and writes the sha256
 of each source (or of the error a kernel raises for a target) to a JSON file; ``compare`` diffs two of those.
 
-    PYTHONPATH=tests .venv/bin/python -m pytest -q -n 0 -p render_corpus tests/test_codegen.py   # appends
+    .venv/bin/python -m pytest -q -n 0 -p tests.render_corpus tests/codegen/test_codegen.py   # appends
     .venv/bin/python tests/render_corpus.py render /tmp/corpus.json /tmp/hashes_before.json
     .venv/bin/python tests/render_corpus.py compare /tmp/hashes_before.json /tmp/hashes_after.json
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests import REPO as REPO_ROOT
+
 PLUGINS_DIR = REPO_ROOT / "plugins"
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", ".pytest_cache", "*.so")

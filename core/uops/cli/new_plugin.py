@@ -104,7 +104,8 @@ def _layout(names: PluginNames, like: str) -> dict[str, Path]:
     files = {
         "pyproject.toml": common / "pyproject.toml.tmpl",
         "README.md": common / "README.md.tmpl",
-        "tests/test_conformance.py": common / "test_conformance.py.tmpl",
+        # named after the plugin: a plugin's tests/ is no package, so its module names must not clash with another's
+        f"tests/test_{names.name}_conformance.py": common / "test_conformance.py.tmpl",
     }
     for tmpl in sorted(kind.rglob("*.tmpl")):
         rel = tmpl.relative_to(kind).as_posix().removesuffix(".tmpl").replace("@module@", names.module)

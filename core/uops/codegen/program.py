@@ -2,7 +2,8 @@
 
 Each step is one rule of ``pm_to_program`` applied by graph_rewrite; with ``UOPS_SPEC=1`` the stage
 checks verify every PROGRAM form. ``get_program`` returns a ProgramSpec that serialises to plain data, so a
-program compiled here runs anywhere the runtime is installed. Running never compiles.
+program compiled here runs anywhere the runtime is installed, and that carries the PROGRAM node it was read
+from (``spec.program``), so one lowering gives both. Running never compiles.
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ class ProgramSpec:
     buffers: dict[int, str] = field(default_factory=dict)  # slot -> dtype name
     estimates: Estimates = field(default_factory=Estimates)
     opts: list[Opt] = field(default_factory=list)  # the kernel optimizations applied
+    # the PROGRAM(SINK, LINEAR, SOURCE, BINARY) node this spec was read from; None for a spec loaded from data
+    program: UOp | None = field(default=None, compare=False, repr=False)
 
     @property
     def var_names(self) -> list[str]:
@@ -266,7 +269,8 @@ def _estimate(uops: list[UOp], threads: int) -> Estimates:
 
 
 def get_program(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None) -> ProgramSpec:
-    """Kernel AST -> compiled ProgramSpec for ``renderer``'s target; ``opts=None``: the default heuristics."""
+    """Kernel AST -> compiled ProgramSpec for ``renderer``'s target, its PROGRAM node as ``spec.program``;
+    ``opts=None``: the default heuristics."""
     return program_spec(*lower_to_program(ast, renderer, compiler, opts))
 
 
@@ -296,6 +300,7 @@ def program_spec(prg: UOp, ctx: LowerContext) -> ProgramSpec:
         buffers=buffers,
         estimates=_estimate(uops, threads),
         opts=list(ctx.opts),
+        program=prg,
     )
 
 
@@ -334,5 +339,6 @@ def format_stages(prg: UOp, trace: list[tuple[str, int]] | None = None) -> str:
 
 
 def program_stages(ast: UOp, renderer: Renderer, compiler: Compiler, opts: list[Opt] | None = None) -> UOp:
-    """The PROGRAM node of ``ast`` in its final form (for printing its stages)."""
+    """The PROGRAM node of ``ast`` in its final form (for printing its stages; ``get_program(...).program`` is the
+    same node, next to its ProgramSpec)."""
     return lower_to_program(ast, renderer, compiler, opts)[0]

@@ -1,0 +1,88 @@
+"""Tensor behaviour that is the core's alone (errors, PYTHON-only dtypes, deep graphs).
+
+The per-device checks of every Tensor op live in the conformance kit, `uops.testing.kit.test_tensor`,
+which the suite runs for every available device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uops import Tensor, dtypes
+from uops.plugins import PluginError
+from uops.testing import devices_from_env
+from uops.testing.kit.helpers import close, rnd
+
+DEVICES = devices_from_env()
+
+
+def test_getitem_errors():
+    t = Tensor(rnd(2, 3), device="PYTHON")
+    with pytest.raises(IndexError, match="index 2 is out of range for axis 0 with size 2"):
+        t[2]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, 0]
+
+
+def test_clear_errors():
+    t = Tensor(rnd(2, 3), device="PYTHON")
+    with pytest.raises(ValueError, match=r"shapes \(2, 3\) and \(4,\) do not broadcast"):
+        t + Tensor(rnd(4), device="PYTHON")
+    with pytest.raises(
+        ValueError, match=r"matmul inner dimensions differ: \(2, 3\) has 3 columns, \(2, 3\) has 2 rows"
+    ):
+        t @ t
+    with pytest.raises(IndexError, match=r"axis 2 is out of range for a tensor of shape \(2, 3\)"):
+        t.sum(axis=2)
+    with pytest.raises(ValueError, match=r"cannot reshape tensor of shape \(2, 3\) \(6 elements\) to \(4, 2\)"):
+        t.reshape(4, 2)
+    with pytest.raises(ValueError, match=r"cannot reshape tensor of shape \(2, 3\)"):
+        t.reshape(4, -1)
+    if "CPU" in DEVICES:
+        with pytest.raises(ValueError, match="different devices"):
+            t + Tensor(rnd(2, 3), device="CPU")
+    with pytest.raises(ValueError, match="not a permutation"):
+        t.permute(0, 0)
+    with pytest.raises(ValueError, match=r"cannot expand shape \(2, 3\) to \(2, 4\)"):
+        t.expand(2, 4)
+    with pytest.raises(PluginError, match="unknown device 'NOPE'"):
+        Tensor([1.0], device="nope")
+
+
+def test_unsupported_dtype_is_a_clear_error():
+    from uops.renderer import DTypeNotSupportedError
+
+    if "CPU" not in DEVICES:
+        pytest.skip("needs the CPU plugin (bfloat16 is not supported there)")
+    t = Tensor(np.ones(4, np.float32), device="CPU").cast(dtypes.bfloat16)
+    with pytest.raises(DTypeNotSupportedError, match="device CPU does not support dtype bfloat16"):
+        t.realize()
+
+
+def test_bfloat16_on_python_backend():
+    a = np.array([1.0, 2.5, -3.0], dtype=np.float32)
+    t = Tensor(a, device="PYTHON", dtype=dtypes.bfloat16)
+    assert t.dtype == dtypes.bfloat16
+    close(t * 2, a * 2)
+
+
+def test_deep_elementwise_chain_is_one_kernel_without_recursion_error():
+    x = Tensor(np.ones(4, np.float32), device="PYTHON")
+    y = x
+    for _ in range(3000):
+        y = y + 1
+    assert len(y.schedule()) == 1
+    np.testing.assert_array_equal(y.numpy(), np.full(4, 3001.0))
+
+
+def test_assign_gives_every_holder_the_new_value():
+    t = Tensor(np.zeros((2, 3), np.float32), device="CPU")
+    holder = [t]
+    t.assign(t + np.arange(3, dtype=np.float32))  # the right side reads the tensor it replaces
+    np.testing.assert_array_equal(holder[0].numpy(), np.broadcast_to(np.arange(3, dtype=np.float32), (2, 3)))
+    t.assign(1)  # a scalar broadcasts and takes the tensor's dtype
+    assert t.dtype == dtypes.float32
+    np.testing.assert_array_equal(t.numpy(), np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match=r"shape \(4,\) does not fit a tensor of shape \(2, 3\)"):
+        t.assign(Tensor(np.zeros(4, np.float32), device="CPU"))
