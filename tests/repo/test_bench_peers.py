@@ -15,7 +15,9 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from tests import REPO
+
+BENCH = REPO / "bench"
 
 
 def _bench(name: str) -> ModuleType:
