@@ -187,21 +187,56 @@ def _cast_grad(ret: UOp, g: UOp) -> Grads:
     return (g.cast(x.dtype) if dtypes.is_float(x.dtype) else None,)
 
 
+def _positions(n: int, device: str, axis: int, wide: tuple[int, ...]) -> UOp:
+    """``0..n-1`` along ``axis`` of a node of shape ``wide`` (int32)."""
+    pos = upload(np.arange(n, dtype=np.int32), dtypes.int32, device)
+    return _expand(move(pos, "reshape", (1,) * axis + (n,) + (1,) * (len(wide) - axis - 1)), wide)
+
+
+def _unexpanded(u: UOp) -> UOp:
+    """``u`` before the expands that made it (a shape with ones where they broadcast): an index read by every
+    column of an embedding is one row of indices, not a row per column."""
+    while u.op is Ops.VIEW and isinstance(u.arg, MoveTracker) and u.arg.move[0] == "expand":
+        u = u.src[-1]
+    return u
+
+
 def _index_grad(ret: UOp, g: UOp) -> Grads:
     """A gather's gradient: ``g`` scatter-added along the axis at the index (repeats add up; an index that
-    read zero matches no position). An arange-compare over a new axis of the source's size, summed over
-    the gathered axis; the index gets none."""
+    read zero matches no position); the index gets none.
+
+    Fewer gathered (m) than source (n) positions, as in an embedding: the entries of ``g`` whose indices are
+    equal are summed first (an m x m compare), then each source position gathers the sum of the last entry
+    naming it (its position found by an n x m compare of the index alone, without the dims it is broadcast
+    over): O(m^2 + n m) per column instead of O(n m). Otherwise one arange-compare over a new axis of the
+    source's size, summed over the gathered axis."""
     src, idx = ret.src
     axis = ret.arg
-    out = shape_of(ret)
-    n = shape_of(src)[axis]
+    out, shape = shape_of(ret), shape_of(src)
+    n, m = shape[axis], out[axis]
+    dev = device_of(src) or device_of(g) or "CPU"
+    if m < n:
+        pair = out[: axis + 1] + (m,) + out[axis + 1 :]  # (..., i, i', ...)
+        mine = _expand(move(idx, "reshape", out[: axis + 1] + (1,) + out[axis + 1 :]), pair)
+        other = out[:axis] + (1, m) + out[axis + 1 :]
+        same = _eq(mine, _expand(move(idx, "reshape", other), pair))
+        picked = same.where(_expand(move(g, "reshape", other), pair), const_view(0.0, g.dtype, pair))
+        summed = move(_reduce(picked, Ops.ADD, (axis + 1,)), "reshape", out)  # per entry: all entries like it
+        small = _unexpanded(idx)
+        ss = shape_of(small)
+        grid = ss[:axis] + (n, ss[axis]) + ss[axis + 1 :]  # (..., j, i, ...)
+        at = _expand(move(small, "reshape", ss[:axis] + (1,) + ss[axis:]), grid)
+        hit = _eq(at, _positions(n, dev, axis, grid))
+        entry = _positions(ss[axis], dev, axis + 1, grid)
+        last = _reduce(hit.where(entry, const_view(-1, dtypes.int32, grid)), Ops.MAX, (axis + 1,))
+        last = _expand(move(last, "reshape", ss[:axis] + (n,) + ss[axis + 1 :]), shape)
+        return UOp(Ops.INDEX, g.dtype, (summed, last), axis), None
     wide = out[: axis + 1] + (n,) + out[axis + 1 :]
     narrow = out[: axis + 1] + (1,) + out[axis + 1 :]
-    pos = upload(np.arange(n, dtype=np.int32), dtypes.int32, device_of(src) or device_of(g) or "CPU")
-    pos = _expand(move(pos, "reshape", (1,) * (axis + 1) + (n,) + (1,) * (len(out) - axis - 1)), wide)
+    pos = _positions(n, dev, axis + 1, wide)
     hit = _eq(_expand(move(idx, "reshape", narrow), wide), pos)
     picked = hit.where(_expand(move(g, "reshape", narrow), wide), const_view(0.0, g.dtype, wide))
-    return move(_reduce(picked, Ops.ADD, (axis,)), "reshape", shape_of(src)), None
+    return move(_reduce(picked, Ops.ADD, (axis,)), "reshape", shape), None
 
 
 #: THE table: op (or, for a VIEW, the elementary movement it records: see ``_MOVES``) -> the
