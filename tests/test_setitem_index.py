@@ -166,6 +166,29 @@ def test_the_jit_replays_an_indexed_write() -> None:
     assert step.replays == 3
 
 
+def test_views_index_dtypes_and_empty_indices() -> None:
+    ref = np.arange(20, dtype=np.float32).reshape(4, 5)
+    t = Tensor(ref.copy()).realize()
+    t.T[Tensor(np.array([4, 0], I32))] = -1.0  # through a permuted view: writes the base, as in numpy
+    ref.T[[4, 0]] = -1
+    col = t[:, 1]
+    col[Tensor(np.array([2], I32))] = 99.0
+    ref[2, 1] = 99
+    t[Tensor(np.array(3, I32))] = 5.0  # a 0-d index: one row
+    ref[3] = 5
+    t[Tensor(np.zeros(0, I32))] = 1.0  # selects nothing
+    for dt in (np.uint8, np.int16, np.int64, np.uint32):
+        t[Tensor(np.array([1, 2], dt)), 4] = float(np.dtype(dt).itemsize)
+        ref[[1, 2], 4] = np.dtype(dt).itemsize
+    np.testing.assert_array_equal(t.numpy(), ref)
+    np.testing.assert_array_equal(col.numpy(), ref[:, 1])
+    wide = Tensor(np.arange(5, dtype=np.float32)).reshape(1, 5).expand(3, 5)  # a broadcast view: copied first
+    wide[Tensor(np.array([0], I32)), Tensor(np.array([2], I32))] = -3.0
+    want = np.broadcast_to(np.arange(5, dtype=np.float32), (3, 5)).copy()
+    want[0, 2] = -3
+    np.testing.assert_array_equal(wide.numpy(), want)
+
+
 def test_bad_values_and_indices() -> None:
     t = Tensor(np.zeros((3, 4), np.float32), device="CPU")
     idx = Tensor(np.array([0, 2], I32))
