@@ -201,36 +201,89 @@ def _unexpanded(u: UOp) -> UOp:
     return u
 
 
+#: the work (source positions x gathered elements) above which a gather's gradient sorts instead of comparing
+#: every pair: below it one arange-compare kernel beats the sort's dozen small ones
+SORTED_GATHER_GRAD_ABOVE = 1 << 22
+
+
+def _shifted(x: UOp, by: int) -> UOp:
+    """``x[..., r - by]`` along the last axis, zero for ``r < by``."""
+    shape = shape_of(x)
+    padded = move(x, "pad", ((0, 0),) * (len(shape) - 1) + ((by, 0),))
+    return move(padded, "shrink", tuple((0, d) for d in shape))
+
+
+def _gather_last(src: UOp, index: UOp) -> UOp:
+    """``src[..., index[..., j]]`` along the last axis (``index`` int32, of the output's shape; outside: zero)."""
+    return UOp(Ops.INDEX, src.dtype, (src, index), len(shape_of(src)) - 1)
+
+
+def _sorted_index_grad(g: UOp, idx: UOp, axis: int, n: int, dev: str) -> UOp:
+    """The gradient of a gather of ``m`` positions from ``n`` (along ``axis``) with ``m < n``, without an
+    n x m product per column: the entries are sorted by their index (a rank by an m x m compare of the index
+    alone), their gradients summed over runs of equal indices (a segmented scan: log2(m) steps of m per column),
+    and each source position finds the end of its run by a binary search (log2(m) steps of n), then reads its
+    sum. O(m^2 + m log m + n log m) integer work on the index, O((m log m + n) * columns) float work."""
+    out = shape_of(g)
+    nd = len(out)
+    order = tuple(d for d in range(nd) if d != axis) + (axis,)
+    back = tuple(sorted(range(nd), key=lambda i: order[i]))
+    gp = move(g, "permute", order)  # (..., m): the gathered axis last
+    small = _unexpanded(idx)
+    keys = move(small, "permute", order)  # (... ones where the index is broadcast, k)
+    k = shape_of(keys)[-1]
+    if k == 1 and out[axis] > 1:  # one index for the whole axis: one entry, the sum of all
+        gp = _reduce(gp, Ops.ADD, (nd - 1,))
+    lead, cols = shape_of(keys)[:-1], shape_of(gp)[:-1]
+    if k > 1:
+        pair = lead + (k, k)
+        mine = _expand(move(keys, "reshape", lead + (k, 1)), pair)
+        other = _expand(move(keys, "reshape", lead + (1, k)), pair)
+        ei, ej = _positions(k, dev, nd - 1, pair), _positions(k, dev, nd, pair)
+        before = (other < mine) | (_eq(other, mine) & (ej < ei))  # entry j sorts before entry i
+        one, zero = const_view(1, dtypes.int32, pair), const_view(0, dtypes.int32, pair)
+        rank = move(_reduce(before.where(one, zero), Ops.ADD, (nd,)), "reshape", lead + (k,))
+        placed = _eq(_expand(move(rank, "reshape", lead + (1, k)), pair), ei)  # [r, i]: entry i has rank r
+        perm = move(_reduce(placed.where(ej, zero), Ops.ADD, (nd,)), "reshape", lead + (k,))
+        perm = UOp(Ops.CONTIGUOUS, perm.dtype, (perm,))
+        keys = UOp(Ops.CONTIGUOUS, keys.dtype, (_gather_last(keys, perm),))
+        gp = _gather_last(gp, _expand(perm, cols + (k,)))
+        pos = _positions(k, dev, nd - 1, lead + (k,))
+        step = 1
+        while step < k:  # inclusive sums over runs of equal keys, doubling the reach each step
+            same = (const_view(step - 1, dtypes.int32, lead + (k,)) < pos) & _eq(_shifted(keys, step), keys)
+            add = _expand(same, cols + (k,)).where(_shifted(gp, step), const_view(0.0, g.dtype, cols + (k,)))
+            gp = UOp(Ops.CONTIGUOUS, gp.dtype, (gp + add,))
+            step *= 2
+    rows = lead + (n,)
+    j = _positions(n, dev, nd - 1, rows)
+    lo = const_view(-1, dtypes.int32, rows)  # the last sorted entry whose key is <= j
+    step = 1 << (k.bit_length() - 1)
+    while step:
+        cand = lo + const_view(step, dtypes.int32, rows)
+        ok = (cand < const_view(k, dtypes.int32, rows)) & (
+            _gather_last(keys, cand) < j + const_view(1, dtypes.int32, rows)
+        )
+        lo = UOp(Ops.CONTIGUOUS, lo.dtype, (ok.where(cand, lo),))  # one kernel a step: the simplifier sees no chain
+        step >>= 1
+    found = (const_view(-1, dtypes.int32, rows) < lo) & _eq(_gather_last(keys, lo), j)
+    at = found.where(lo, const_view(-1, dtypes.int32, rows))
+    return move(_gather_last(gp, _expand(at, cols + (n,))), "permute", back)
+
+
 def _index_grad(ret: UOp, g: UOp) -> Grads:
     """A gather's gradient: ``g`` scatter-added along the axis at the index (repeats add up; an index that
     read zero matches no position); the index gets none.
 
-    Fewer gathered (m) than source (n) positions, as in an embedding: the entries of ``g`` whose indices are
-    equal are summed first (an m x m compare), then each source position gathers the sum of the last entry
-    naming it (its position found by an n x m compare of the index alone, without the dims it is broadcast
-    over): O(m^2 + n m) per column instead of O(n m). Otherwise one arange-compare over a new axis of the
-    source's size, summed over the gathered axis."""
+    Fewer gathered than source positions (an embedding) and a large product: ``_sorted_index_grad``. Otherwise
+    one arange-compare over a new axis of the source's size, summed over the gathered axis (one kernel)."""
     src, idx = ret.src
     axis = ret.arg
     out, shape = shape_of(ret), shape_of(src)
     n, m = shape[axis], out[axis]
     dev = device_of(src) or device_of(g) or "CPU"
-    if m < n:
-        pair = out[: axis + 1] + (m,) + out[axis + 1 :]  # (..., i, i', ...)
-        mine = _expand(move(idx, "reshape", out[: axis + 1] + (1,) + out[axis + 1 :]), pair)
-        other = out[:axis] + (1, m) + out[axis + 1 :]
-        same = _eq(mine, _expand(move(idx, "reshape", other), pair))
-        picked = same.where(_expand(move(g, "reshape", other), pair), const_view(0.0, g.dtype, pair))
-        summed = move(_reduce(picked, Ops.ADD, (axis + 1,)), "reshape", out)  # per entry: all entries like it
-        small = _unexpanded(idx)
-        ss = shape_of(small)
-        grid = ss[:axis] + (n, ss[axis]) + ss[axis + 1 :]  # (..., j, i, ...)
-        at = _expand(move(small, "reshape", ss[:axis] + (1,) + ss[axis:]), grid)
-        hit = _eq(at, _positions(n, dev, axis, grid))
-        entry = _positions(ss[axis], dev, axis + 1, grid)
-        last = _reduce(hit.where(entry, const_view(-1, dtypes.int32, grid)), Ops.MAX, (axis + 1,))
-        last = _expand(move(last, "reshape", ss[:axis] + (n,) + ss[axis + 1 :]), shape)
-        return UOp(Ops.INDEX, g.dtype, (summed, last), axis), None
+    if m < n and n * math.prod(out) > SORTED_GATHER_GRAD_ABOVE:
+        return _sorted_index_grad(g, idx, axis, n, dev), None
     wide = out[: axis + 1] + (n,) + out[axis + 1 :]
     narrow = out[: axis + 1] + (1,) + out[axis + 1 :]
     pos = _positions(n, dev, axis + 1, wide)
