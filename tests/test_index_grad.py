@@ -39,7 +39,7 @@ CASES: dict[str, tuple[Callable[[Tensor], Tensor], tuple[int, ...]]] = {
 @pytest.fixture(params=["sorted", "compared"])
 def rule(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both gradient rules of a gather, whatever the size: the sort (embeddings) and the pairwise compare."""
-    monkeypatch.setattr(autograd, "SORTED_GATHER_GRAD_ABOVE", 0 if request.param == "sorted" else 1 << 62)
+    monkeypatch.setattr(autograd, "SORT_INDEX_ABOVE", 0 if request.param == "sorted" else 1 << 62)
     return str(request.param)
 
 
@@ -65,7 +65,7 @@ def test_gather_gradient_matches_finite_differences(name: str, rule: str) -> Non
 def test_embedding_gradient_matches_numpy(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if device in ("AMD_EMU", "METAL_EMU"):
         pytest.skip("one emulated GPU dialect is enough here: each kernel of the sort compiles through a shim")
-    monkeypatch.setattr(autograd, "SORTED_GATHER_GRAD_ABOVE", 0)
+    monkeypatch.setattr(autograd, "SORT_INDEX_ABOVE", 0)
     vocab, dim = 40, 6
     tokens = np.array([[3, 17, 3, 39], [0, 3, 21, 17]])
     emb = Embedding(vocab, dim, device=device)

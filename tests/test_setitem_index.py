@@ -15,6 +15,7 @@ import uops
 import uops.frontend.realize as realize_mod
 from uops import Tensor, dtypes
 from uops.dtypes import from_numpy
+from uops.frontend import autograd
 from uops.testing.kit.helpers import rnd
 
 I32 = np.int32
@@ -47,6 +48,23 @@ def test_integer_index_assignment_matches_numpy(device: str) -> None:
         t[index(lambda a: Tensor(a, device=device))] = (
             value if isinstance(value, float) else Tensor(value, device=device)
         )
+        np.testing.assert_array_equal(t.numpy(), ref)
+
+
+def test_the_sorted_lowering_of_a_large_index_matches_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(autograd, "SORT_INDEX_ABOVE", 0)  # what an index of thousands into thousands takes
+    ref = rnd(5, 4, 3)
+    t = Tensor(ref.copy(), device="CPU")
+    for index, value in _cases() + [(lambda c: c(np.array([2, 0, 2, 9, 2, -5, 0], I32)), rnd(7, 4, 3))]:
+        want = ref.copy()
+        idx = index(lambda a: a)
+        if isinstance(idx, np.ndarray) and idx.max() >= 5:  # a device index out of range writes nothing
+            keep = (idx >= -5) & (idx < 5)
+            want[idx[keep]] = value[keep]
+        else:
+            want[idx] = value
+        ref = want
+        t[index(lambda a: Tensor(a))] = value if isinstance(value, float) else Tensor(value)
         np.testing.assert_array_equal(t.numpy(), ref)
 
 

@@ -201,9 +201,9 @@ def _unexpanded(u: UOp) -> UOp:
     return u
 
 
-#: the work (source positions x gathered elements) above which a gather's gradient sorts instead of comparing
-#: every pair: below it one arange-compare kernel beats the sort's dozen small ones
-SORTED_GATHER_GRAD_ABOVE = 1 << 22
+#: the work (positions x index elements) above which a gather's gradient and an indexed write sort the index
+#: instead of comparing every pair: below it one arange-compare kernel beats the sort's dozen small ones
+SORT_INDEX_ABOVE = 1 << 22
 
 
 def _shifted(x: UOp, by: int) -> UOp:
@@ -218,23 +218,15 @@ def _gather_last(src: UOp, index: UOp) -> UOp:
     return UOp(Ops.INDEX, src.dtype, (src, index), len(shape_of(src)) - 1)
 
 
-def _sorted_index_grad(g: UOp, idx: UOp, axis: int, n: int, dev: str) -> UOp:
-    """The gradient of a gather of ``m`` positions from ``n`` (along ``axis``) with ``m < n``, without an
-    n x m product per column: the entries are sorted by their index (a rank by an m x m compare of the index
-    alone), their gradients summed over runs of equal indices (a segmented scan: log2(m) steps of m per column),
-    and each source position finds the end of its run by a binary search (log2(m) steps of n), then reads its
-    sum. O(m^2 + m log m + n log m) integer work on the index, O((m log m + n) * columns) float work."""
-    out = shape_of(g)
-    nd = len(out)
-    order = tuple(d for d in range(nd) if d != axis) + (axis,)
-    back = tuple(sorted(range(nd), key=lambda i: order[i]))
-    gp = move(g, "permute", order)  # (..., m): the gathered axis last
-    small = _unexpanded(idx)
-    keys = move(small, "permute", order)  # (... ones where the index is broadcast, k)
-    k = shape_of(keys)[-1]
-    if k == 1 and out[axis] > 1:  # one index for the whole axis: one entry, the sum of all
-        gp = _reduce(gp, Ops.ADD, (nd - 1,))
-    lead, cols = shape_of(keys)[:-1], shape_of(gp)[:-1]
+def sort_index(keys: UOp, n: int, dev: str) -> tuple[UOp | None, UOp, UOp]:
+    """Integer ``keys`` (..., k) sorted along the last axis, for each position ``j`` of ``0..n-1`` the last of them
+    equal to ``j``: ``(perm, sorted keys, at)`` with ``sorted[..., r] = keys[..., perm[..., r]]`` (ties in entry
+    order; ``perm`` None when k == 1) and ``at[..., j]`` the sorted position of the last entry equal to ``j``, or -1.
+
+    Why not an n x k compare: a rank by a k x k compare of the keys, then a binary search (log2(k) steps of n)."""
+    lead, k = shape_of(keys)[:-1], shape_of(keys)[-1]
+    nd = len(lead) + 1
+    perm = None
     if k > 1:
         pair = lead + (k, k)
         mine = _expand(move(keys, "reshape", lead + (k, 1)), pair)
@@ -247,6 +239,38 @@ def _sorted_index_grad(g: UOp, idx: UOp, axis: int, n: int, dev: str) -> UOp:
         perm = move(_reduce(placed.where(ej, zero), Ops.ADD, (nd,)), "reshape", lead + (k,))
         perm = UOp(Ops.CONTIGUOUS, perm.dtype, (perm,))
         keys = UOp(Ops.CONTIGUOUS, keys.dtype, (_gather_last(keys, perm),))
+    rows = lead + (n,)
+    j = _positions(n, dev, nd - 1, rows)
+    lo = const_view(-1, dtypes.int32, rows)  # the last sorted entry whose key is <= j
+    step = 1 << (k.bit_length() - 1)
+    while step:
+        cand = lo + const_view(step, dtypes.int32, rows)
+        inside = cand < const_view(k, dtypes.int32, rows)
+        ok = inside & (_gather_last(keys, cand) < j + const_view(1, dtypes.int32, rows))
+        lo = UOp(Ops.CONTIGUOUS, lo.dtype, (ok.where(cand, lo),))  # one kernel a step: the simplifier sees no chain
+        step >>= 1
+    found = (const_view(-1, dtypes.int32, rows) < lo) & _eq(_gather_last(keys, lo), j)
+    return perm, keys, found.where(lo, const_view(-1, dtypes.int32, rows))
+
+
+def _sorted_index_grad(g: UOp, idx: UOp, axis: int, n: int, dev: str) -> UOp:
+    """The gradient of a gather of ``m`` positions from ``n`` (along ``axis``) with ``m < n``, without an
+    n x m product per column: the entries sorted by their index (``sort_index``, on the index alone, not the
+    dims it is broadcast over), their gradients summed over runs of equal indices (a segmented scan: log2(m)
+    steps of m per column), and each source position reads the sum at the end of its run.
+    O(m^2 + n log m) integer work on the index, O((m log m + n) * columns) float work."""
+    out = shape_of(g)
+    nd = len(out)
+    order = tuple(d for d in range(nd) if d != axis) + (axis,)
+    back = tuple(sorted(range(nd), key=lambda i: order[i]))
+    gp = move(g, "permute", order)  # (..., m): the gathered axis last
+    keys = move(_unexpanded(idx), "permute", order)  # (... ones where the index is broadcast, k)
+    k = shape_of(keys)[-1]
+    if k == 1 and out[axis] > 1:  # one index for the whole axis: one entry, the sum of all
+        gp = _reduce(gp, Ops.ADD, (nd - 1,))
+    lead, cols = shape_of(keys)[:-1], shape_of(gp)[:-1]
+    perm, keys, at = sort_index(keys, n, dev)
+    if perm is not None:
         gp = _gather_last(gp, _expand(perm, cols + (k,)))
         pos = _positions(k, dev, nd - 1, lead + (k,))
         step = 1
@@ -255,19 +279,6 @@ def _sorted_index_grad(g: UOp, idx: UOp, axis: int, n: int, dev: str) -> UOp:
             add = _expand(same, cols + (k,)).where(_shifted(gp, step), const_view(0.0, g.dtype, cols + (k,)))
             gp = UOp(Ops.CONTIGUOUS, gp.dtype, (gp + add,))
             step *= 2
-    rows = lead + (n,)
-    j = _positions(n, dev, nd - 1, rows)
-    lo = const_view(-1, dtypes.int32, rows)  # the last sorted entry whose key is <= j
-    step = 1 << (k.bit_length() - 1)
-    while step:
-        cand = lo + const_view(step, dtypes.int32, rows)
-        ok = (cand < const_view(k, dtypes.int32, rows)) & (
-            _gather_last(keys, cand) < j + const_view(1, dtypes.int32, rows)
-        )
-        lo = UOp(Ops.CONTIGUOUS, lo.dtype, (ok.where(cand, lo),))  # one kernel a step: the simplifier sees no chain
-        step >>= 1
-    found = (const_view(-1, dtypes.int32, rows) < lo) & _eq(_gather_last(keys, lo), j)
-    at = found.where(lo, const_view(-1, dtypes.int32, rows))
     return move(_gather_last(gp, _expand(at, cols + (n,))), "permute", back)
 
 
@@ -282,7 +293,7 @@ def _index_grad(ret: UOp, g: UOp) -> Grads:
     out, shape = shape_of(ret), shape_of(src)
     n, m = shape[axis], out[axis]
     dev = device_of(src) or device_of(g) or "CPU"
-    if m < n and n * math.prod(out) > SORTED_GATHER_GRAD_ABOVE:
+    if m < n and n * math.prod(out) > SORT_INDEX_ABOVE:
         return _sorted_index_grad(g, idx, axis, n, dev), None
     wide = out[: axis + 1] + (n,) + out[axis + 1 :]
     narrow = out[: axis + 1] + (1,) + out[axis + 1 :]

@@ -25,6 +25,7 @@ from uops.dtypes import dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
+from .. import autograd
 from . import movement
 from .args import broadcast_shape
 
@@ -200,15 +201,13 @@ class IndexPlan:
 
         Repeated positions: the last write lands, as in numpy (``scatter`` keeps the largest instead). A device
         index outside its axis writes nothing. Lowered without a scatter store: every position of ``y`` finds
-        the last index element naming it (an arange-compare over the index, O(positions x indices) on
-        integers), then gathers its row of ``value`` (one load per element) or keeps its old value. Adjacent
-        index dims stay where they are (reshapes only), so the write reads each old element where it stores."""
+        the last index element naming it (``_last``), then gathers its row of ``value`` (one load per element)
+        or keeps its old value. Adjacent index dims stay where they are (reshapes only), so the write reads each
+        old element where it stores."""
         p = self.lin.shape[0]
         if p == 0 or self.n == 0:
             return y
-        cls, dev = type(y), y.device
-        here = self.lin.reshape(1, p) == cls.arange(self.n, dtype=dtypes.int32, device=dev).reshape(self.n, 1)
-        last = here.where(cls.arange(p, dtype=dtypes.int32, device=dev), -1).max(-1)  # (n,): -1 where none
+        last = self._last(y)
         k = len(self.dims)
         adjacent = self.dims == list(range(self.dims[0], self.dims[0] + k))
         if adjacent:  # numpy keeps the index dims in place
@@ -225,6 +224,21 @@ class IndexPlan:
         if not adjacent:
             return new.reshape(self.rshape + tuple(self.sizes)).permute(_inverse(self.rest + self.dims))
         return new if k == 1 else new.reshape(y.shape)
+
+    def _last(self, y: Tensor) -> Tensor:
+        """For each of the ``n`` positions the last index element naming it, or -1 (n,): an arange-compare of
+        every pair (one integer kernel), or for a large product the sort of the index (``sort_index``)."""
+        cls, dev, n = type(y), y.device, self.n
+        lin = self.lin.cast(dtypes.int32)
+        p = lin.shape[0]
+        if n * p <= autograd.SORT_INDEX_ABOVE:
+            here = lin.reshape(1, p) == cls.arange(n, dtype=dtypes.int32, device=dev).reshape(n, 1)
+            return here.where(cls.arange(p, dtype=dtypes.int32, device=dev), -1).max(-1)
+        perm, _, at = autograd.sort_index(lin.uop, n, dev)
+        found = cls(at, device=dev)
+        if perm is None:
+            return found
+        return (found >= 0).where(indexed_load(cls(perm, device=dev), 0, found), -1)
 
 
 def _inverse(order: list[int]) -> list[int]:
