@@ -16,7 +16,6 @@ same model in numpy (no cache: the whole sequence at every step) and compares th
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -28,6 +27,7 @@ import numpy as np
 
 import uops
 from uops import Tensor, Variable
+from uops.nn import Embedding, state
 
 
 @dataclass(frozen=True)
@@ -43,41 +43,16 @@ class Config:
         return self.width // self.heads
 
 
-# ----- weights: a safetensors file (header length, JSON header, raw little-endian data) -----
-
-_ST_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I32": np.int32, "I64": np.int64}
+# ----- weights: a safetensors file (uops.nn.state reads and writes the format) -----
 
 
-def save_safetensors(path: str, tensors: dict[str, np.ndarray]) -> None:
-    header: dict[str, object] = {}
-    offset = 0
-    names = {v: k for k, v in _ST_DTYPES.items()}
-    for name, a in tensors.items():
-        n = a.nbytes
-        header[name] = {"dtype": names[a.dtype.type], "shape": list(a.shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(len(raw).to_bytes(8, "little") + raw)
-        for a in tensors.values():
-            f.write(np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+def save_weights(path: str, weights: dict[str, np.ndarray]) -> None:
+    state.safe_save({k: Tensor(v, device="CPU") for k, v in weights.items()}, path)
 
 
-def load_safetensors(path: str) -> dict[str, np.ndarray]:
-    with open(path, "rb") as f:
-        blob = f.read()
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8 : 8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        lo, hi = info["data_offsets"]
-        dt = np.dtype(_ST_DTYPES[info["dtype"]]).newbyteorder("<")
-        out[name] = np.frombuffer(blob, dtype=dt, count=(hi - lo) // dt.itemsize, offset=8 + n + lo)
-        out[name] = out[name].reshape(info["shape"]).astype(np.float32)
-    return out
+def load_weights(path: str) -> dict[str, np.ndarray]:
+    """Every tensor of the file as float32 (the numpy check reads them too)."""
+    return {k: t.cast("float32").numpy() for k, t in state.safe_load(path, device="CPU").items()}
 
 
 def random_weights(cfg: Config, seed: int = 0) -> dict[str, np.ndarray]:
@@ -138,7 +113,8 @@ class GPT:
             for _ in range(cfg.layers)
         ]
         self.pos = Variable("pos", 0, cfg.context - 1)
-        self.vocab_ids = Tensor.arange(cfg.vocab, dtype="int32", device=device).reshape(1, cfg.vocab).realize()
+        self.wte, self.wpe = Embedding(cfg.vocab, cfg.width, device), Embedding(cfg.context, cfg.width, device)
+        self.wte.weight, self.wpe.weight = self.w["wte.weight"], self.w["wpe.weight"]  # wte: the output layer too
         self.positions = Tensor.arange(cfg.context, dtype="int32", device=device).realize()
 
     def attention(self, x: Tensor, i: int, here: Tensor, seen: Tensor, written: Tensor) -> Tensor:
@@ -172,8 +148,7 @@ class GPT:
         t = tokens.shape[0]
         offsets = self.positions[:t] if t <= cfg.context else Tensor.arange(t, dtype="int32", device=self.device)
         pos = (offsets + start).reshape(t, 1)  # each token's position
-        onehot = (self.vocab_ids == tokens.reshape(t, 1)).where(1.0, 0.0)
-        x = onehot @ w["wte.weight"] + (self.positions.reshape(1, -1) == pos).where(1.0, 0.0) @ w["wpe.weight"]
+        x = self.wte(tokens) + self.wpe(pos.reshape(t))
         rows = self.positions.reshape(-1, 1)
         here = (rows == pos.reshape(1, t)).where(1.0, 0.0)
         seen = rows.reshape(1, -1) <= pos
@@ -282,9 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         f"uops_gpt_{cfg.layers}x{cfg.width}h{cfg.heads}v{cfg.vocab}c{cfg.context}s{args.seed}.safetensors",
     )
     if not os.path.exists(path):
-        save_safetensors(path, random_weights(cfg, args.seed))
+        save_weights(path, random_weights(cfg, args.seed))
         print(f"wrote {path}")
-    weights = load_safetensors(path)
+    weights = load_weights(path)
     device = args.device or uops.Device.DEFAULT
     model = GPT(cfg, weights, device)
     print(f"GPT {cfg} on {device}")

@@ -187,21 +187,120 @@ def _cast_grad(ret: UOp, g: UOp) -> Grads:
     return (g.cast(x.dtype) if dtypes.is_float(x.dtype) else None,)
 
 
+def _positions(n: int, device: str, axis: int, wide: tuple[int, ...]) -> UOp:
+    """``0..n-1`` along ``axis`` of a node of shape ``wide`` (int32)."""
+    pos = upload(np.arange(n, dtype=np.int32), dtypes.int32, device)
+    return _expand(move(pos, "reshape", (1,) * axis + (n,) + (1,) * (len(wide) - axis - 1)), wide)
+
+
+def _unexpanded(u: UOp) -> UOp:
+    """``u`` before the expands that made it (a shape with ones where they broadcast): an index read by every
+    column of an embedding is one row of indices, not a row per column."""
+    while u.op is Ops.VIEW and isinstance(u.arg, MoveTracker) and u.arg.move[0] == "expand":
+        u = u.src[-1]
+    return u
+
+
+#: the work (positions x index elements) above which a gather's gradient and an indexed write sort the index
+#: instead of comparing every pair: below it one arange-compare kernel beats the sort's dozen small ones
+SORT_INDEX_ABOVE = 1 << 22
+
+
+def _shifted(x: UOp, by: int) -> UOp:
+    """``x[..., r - by]`` along the last axis, zero for ``r < by``."""
+    shape = shape_of(x)
+    padded = move(x, "pad", ((0, 0),) * (len(shape) - 1) + ((by, 0),))
+    return move(padded, "shrink", tuple((0, d) for d in shape))
+
+
+def _gather_last(src: UOp, index: UOp) -> UOp:
+    """``src[..., index[..., j]]`` along the last axis (``index`` int32, of the output's shape; outside: zero)."""
+    return UOp(Ops.INDEX, src.dtype, (src, index), len(shape_of(src)) - 1)
+
+
+def sort_index(keys: UOp, n: int, dev: str) -> tuple[UOp | None, UOp, UOp]:
+    """Integer ``keys`` (..., k) sorted along the last axis, for each position ``j`` of ``0..n-1`` the last of them
+    equal to ``j``: ``(perm, sorted keys, at)`` with ``sorted[..., r] = keys[..., perm[..., r]]`` (ties in entry
+    order; ``perm`` None when k == 1) and ``at[..., j]`` the sorted position of the last entry equal to ``j``, or -1.
+
+    Why not an n x k compare: a rank by a k x k compare of the keys, then a binary search (log2(k) steps of n)."""
+    lead, k = shape_of(keys)[:-1], shape_of(keys)[-1]
+    nd = len(lead) + 1
+    perm = None
+    if k > 1:
+        pair = lead + (k, k)
+        mine = _expand(move(keys, "reshape", lead + (k, 1)), pair)
+        other = _expand(move(keys, "reshape", lead + (1, k)), pair)
+        ei, ej = _positions(k, dev, nd - 1, pair), _positions(k, dev, nd, pair)
+        before = (other < mine) | (_eq(other, mine) & (ej < ei))  # entry j sorts before entry i
+        one, zero = const_view(1, dtypes.int32, pair), const_view(0, dtypes.int32, pair)
+        rank = move(_reduce(before.where(one, zero), Ops.ADD, (nd,)), "reshape", lead + (k,))
+        placed = _eq(_expand(move(rank, "reshape", lead + (1, k)), pair), ei)  # [r, i]: entry i has rank r
+        perm = move(_reduce(placed.where(ej, zero), Ops.ADD, (nd,)), "reshape", lead + (k,))
+        perm = UOp(Ops.CONTIGUOUS, perm.dtype, (perm,))
+        keys = UOp(Ops.CONTIGUOUS, keys.dtype, (_gather_last(keys, perm),))
+    rows = lead + (n,)
+    j = _positions(n, dev, nd - 1, rows)
+    lo = const_view(-1, dtypes.int32, rows)  # the last sorted entry whose key is <= j
+    step = 1 << (k.bit_length() - 1)
+    while step:
+        cand = lo + const_view(step, dtypes.int32, rows)
+        inside = cand < const_view(k, dtypes.int32, rows)
+        ok = inside & (_gather_last(keys, cand) < j + const_view(1, dtypes.int32, rows))
+        lo = UOp(Ops.CONTIGUOUS, lo.dtype, (ok.where(cand, lo),))  # one kernel a step: the simplifier sees no chain
+        step >>= 1
+    found = (const_view(-1, dtypes.int32, rows) < lo) & _eq(_gather_last(keys, lo), j)
+    return perm, keys, found.where(lo, const_view(-1, dtypes.int32, rows))
+
+
+def _sorted_index_grad(g: UOp, idx: UOp, axis: int, n: int, dev: str) -> UOp:
+    """The gradient of a gather of ``m`` positions from ``n`` (along ``axis``) with ``m < n``, without an
+    n x m product per column: the entries sorted by their index (``sort_index``, on the index alone, not the
+    dims it is broadcast over), their gradients summed over runs of equal indices (a segmented scan: log2(m)
+    steps of m per column), and each source position reads the sum at the end of its run.
+    O(m^2 + n log m) integer work on the index, O((m log m + n) * columns) float work."""
+    out = shape_of(g)
+    nd = len(out)
+    order = tuple(d for d in range(nd) if d != axis) + (axis,)
+    back = tuple(sorted(range(nd), key=lambda i: order[i]))
+    gp = move(g, "permute", order)  # (..., m): the gathered axis last
+    keys = move(_unexpanded(idx), "permute", order)  # (... ones where the index is broadcast, k)
+    k = shape_of(keys)[-1]
+    if k == 1 and out[axis] > 1:  # one index for the whole axis: one entry, the sum of all
+        gp = _reduce(gp, Ops.ADD, (nd - 1,))
+    lead, cols = shape_of(keys)[:-1], shape_of(gp)[:-1]
+    perm, keys, at = sort_index(keys, n, dev)
+    if perm is not None:
+        gp = _gather_last(gp, _expand(perm, cols + (k,)))
+        pos = _positions(k, dev, nd - 1, lead + (k,))
+        step = 1
+        while step < k:  # inclusive sums over runs of equal keys, doubling the reach each step
+            same = (const_view(step - 1, dtypes.int32, lead + (k,)) < pos) & _eq(_shifted(keys, step), keys)
+            add = _expand(same, cols + (k,)).where(_shifted(gp, step), const_view(0.0, g.dtype, cols + (k,)))
+            gp = UOp(Ops.CONTIGUOUS, gp.dtype, (gp + add,))
+            step *= 2
+    return move(_gather_last(gp, _expand(at, cols + (n,))), "permute", back)
+
+
 def _index_grad(ret: UOp, g: UOp) -> Grads:
     """A gather's gradient: ``g`` scatter-added along the axis at the index (repeats add up; an index that
-    read zero matches no position). An arange-compare over a new axis of the source's size, summed over
-    the gathered axis; the index gets none."""
+    read zero matches no position); the index gets none.
+
+    Fewer gathered than source positions (an embedding) and a large product: ``_sorted_index_grad``. Otherwise
+    one arange-compare over a new axis of the source's size, summed over the gathered axis (one kernel)."""
     src, idx = ret.src
     axis = ret.arg
-    out = shape_of(ret)
-    n = shape_of(src)[axis]
+    out, shape = shape_of(ret), shape_of(src)
+    n, m = shape[axis], out[axis]
+    dev = device_of(src) or device_of(g) or "CPU"
+    if m < n and n * math.prod(out) > SORT_INDEX_ABOVE:
+        return _sorted_index_grad(g, idx, axis, n, dev), None
     wide = out[: axis + 1] + (n,) + out[axis + 1 :]
     narrow = out[: axis + 1] + (1,) + out[axis + 1 :]
-    pos = upload(np.arange(n, dtype=np.int32), dtypes.int32, device_of(src) or device_of(g) or "CPU")
-    pos = _expand(move(pos, "reshape", (1,) * (axis + 1) + (n,) + (1,) * (len(out) - axis - 1)), wide)
+    pos = _positions(n, dev, axis + 1, wide)
     hit = _eq(_expand(move(idx, "reshape", narrow), wide), pos)
     picked = hit.where(_expand(move(g, "reshape", narrow), wide), const_view(0.0, g.dtype, wide))
-    return move(_reduce(picked, Ops.ADD, (axis,)), "reshape", shape_of(src)), None
+    return move(_reduce(picked, Ops.ADD, (axis,)), "reshape", shape), None
 
 
 #: THE table: op (or, for a VIEW, the elementary movement it records: see ``_MOVES``) -> the

@@ -6,7 +6,6 @@ module; here the arguments are checked and the target view is found.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +15,7 @@ from uops.ir.ops import Ops
 
 from ..inplace import InplaceError, buffer_of, own, renamed, writable, write
 from ..realize import realize
-from .args import Scalar
+from .args import Scalar, broadcast_shape
 
 if TYPE_CHECKING:
     from . import Tensor
@@ -61,32 +60,52 @@ def assign(self: Tensor, value: Tensor | np.ndarray | Scalar) -> Tensor:
 
 
 def setitem(self: Tensor, index: Any, value: Tensor | np.ndarray | Scalar) -> None:
-    """``self[index] = value`` in place (basic indexing: ints, slices, None, ...; or a bool mask over the leading
-    dims with one value for every selected element); the right side is evaluated before the write, as in numpy.
-    A lazy tensor is first given a buffer of its own."""
-    from .indexing import is_basic
+    """``self[index] = value`` in place, with numpy's indexing: basic (ints, slices, None, ...), integer tensors,
+    lists or arrays, alone or mixed with slices, and bool masks. The right side is evaluated before the write,
+    as in numpy; a lazy tensor is first given a buffer of its own.
+
+    Integer indices: ``value`` broadcasts to the shape of ``self[index]`` and is scattered into the indexed
+    view (repeated positions: the last value lands, as in numpy; a device index out of range writes nothing,
+    a host one raises IndexError). A bool mask selects a data-dependent number of elements, so it takes a
+    value that does not depend on that number (one broadcasting over the masked dims); a host (numpy) mask
+    also takes one value per selected element."""
+    from .indexing import IndexPlan, is_basic, resolve
 
     mask = _mask_of(self, index)
-    if mask is not None:
-        _masked_set(self, mask, value)
+    if mask is not None and _masked_set(self, mask, value, host=not isinstance(_single(index), type(self))):
         return
-    if not is_basic(index):
-        raise TypeError("assigning through integer-tensor indices is not supported; use scatter, masked_fill or where")
-    region = self[index]  # checks the index (range, count) before anything runs
-    v = _value(self, value, region.shape, "setitem")
+    if is_basic(index):
+        region = self[index]  # checks the index (range, count) before anything runs
+        v = _value(self, value, region.shape, "setitem")
+        _write_region(self, index, v, None)
+        return
+    basic, adv = resolve(self, index)  # checks host indices before anything runs
+    plan = IndexPlan(self[basic], adv)
+    v = _value(self, value, plan.result_shape(), "setitem")
+    _write_region(self, basic, v, plan)
+
+
+def _write_region(self: Tensor, basic: Any, v: Tensor, plan: Any) -> None:
+    """Write ``v`` into the view ``self[basic]`` (through ``plan``'s scatter when there is one), in place."""
     if not _in_place(self):
         c = self.contiguous().uop
         (fresh,) = realize([c], self.device)
         self.uop = own(c, fresh, self.device)
-        region = self[index]
-    write(region.uop, v.uop, self.device)
+    region = self[basic]
+    write(region.uop, (v if plan is None else plan.put(region, v)).uop, self.device)
     self.uop = renamed(self.uop)
 
 
+def _single(index: Any) -> Any:
+    return index[0] if isinstance(index, tuple) and len(index) == 1 else index
+
+
 def _mask_of(self: Tensor, index: Any) -> Tensor | None:
-    """A bool mask index (a tensor or a numpy array, alone or as a 1-tuple) as a tensor, else None."""
-    it = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+    """A bool mask index (a tensor, a numpy array or a list of bools, alone or as a 1-tuple) as a tensor, else None."""
+    it = _single(index)
     cls = type(self)
+    if isinstance(it, list) and it and all(isinstance(b, (bool, np.bool_)) for b in np.ravel(it)):
+        it = np.asarray(it)
     if isinstance(it, np.ndarray) and it.dtype == np.bool_:
         it = cls(it, device=self.device)
     if not isinstance(it, cls) or it.dtype != dtypes.bool:
@@ -96,14 +115,24 @@ def _mask_of(self: Tensor, index: Any) -> Tensor | None:
     return it
 
 
-def _masked_set(self: Tensor, mask: Tensor, value: Tensor | np.ndarray | Scalar) -> None:
-    """``self[mask] = value`` as ``where(mask, value, self)``: no data-dependent shape, since one value
-    (a scalar or a single-element array) fills every selected element."""
+def _masked_set(self: Tensor, mask: Tensor, value: Tensor | np.ndarray | Scalar, host: bool) -> bool:
+    """``self[mask] = value`` as ``where(mask, value, self)`` when ``value`` does not depend on how many elements
+    the mask selects (it broadcasts to ``(1, *the dims after the mask)``); False for a host mask whose value
+    has one row per selected element (the integer-index path takes it), an error for a device mask."""
+    rest = self.shape[mask.ndim :]
     v = _value(self, value, np.shape(value) if not isinstance(value, type(self)) else value.shape, "setitem")
-    if math.prod(v.shape) != 1:
+    try:
+        fits = broadcast_shape(v.shape, (1, *rest)) == (1, *rest)
+    except ValueError:
+        fits = False
+    if not fits:
+        if host:
+            return False
         raise ValueError(
-            f"setitem: a bool mask takes one value (a scalar or a single-element array), got shape {v.shape}; "
-            "the number of selected elements depends on the data"
+            f"setitem: a bool tensor mask takes one value for every selected element (a value broadcasting to "
+            f"{rest}), got shape {v.shape}; the number of selected elements depends on the data"
         )
-    m = mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim))
-    assign(self, m.where(v.reshape(()), self).cast(self.dtype))
+    one = v.broadcast_to((1, *rest)).reshape(rest)
+    m = mask.reshape(mask.shape + (1,) * len(rest))
+    assign(self, m.where(one, self).cast(self.dtype))
+    return True

@@ -8,7 +8,10 @@ index compared with every position, the one-hot selection reduced).
 Out-of-range indices: an index known on the host (a Python int, a list, a numpy array) is checked
 there and raises IndexError, as numpy does. A device tensor's index in ``[-n, n)`` counts from the
 end when negative, as in numpy; one outside it matches no position, so it reads zeros (gather,
-``x[idx]``) or writes nothing (scatter) — never memory outside the buffer.
+``x[idx]``) or writes nothing (scatter, ``x[idx] = v``) — never memory outside the buffer.
+
+Repeated indices: ``x[idx] = v`` lands the last of the values for one position, as numpy does;
+``scatter`` lands the largest (torch leaves the order undefined; a max is the same on every device).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from uops.dtypes import dtypes
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
+from .. import autograd
 from . import movement
 from .args import broadcast_shape
 
@@ -74,6 +78,16 @@ def getitem(self: Tensor, index: Any) -> Tensor:
     first when a slice separates them (numpy's rule). An int next to an advanced index counts as one."""
     if is_basic(index):
         return movement.getitem(self, index)
+    basic, adv = resolve(self, index)
+    y = movement.getitem(self, basic)
+    return IndexPlan(y, adv).take(y)
+
+
+def resolve(self: Tensor, index: Any) -> tuple[tuple[Any, ...], list[tuple[int, Tensor]]]:
+    """An advanced index split into numpy's two steps: a basic index (a view of ``self``) and the integer
+    tensors that then index some dims of that view, as ``(dim in the view, wrapped index)`` pairs.
+
+    Host indices (ints, lists, arrays, bool masks) are checked here and raise IndexError when out of range."""
     cls = type(self)
     items = list(index) if isinstance(index, tuple) else [index]
     ells = [i for i, it in enumerate(items) if it is Ellipsis]
@@ -132,40 +146,103 @@ def getitem(self: Tensor, index: Any) -> Tensor:
                 d_out += 1
         else:
             raise TypeError(f"unsupported index {it!r}: use ints, slices, None, ..., integer tensors or lists")
-    y = movement.getitem(self, tuple(basic))
-    return _take(y, adv)
+    return tuple(basic), adv
 
 
-def _take(y: Tensor, adv: list[tuple[int, Tensor]]) -> Tensor:
-    """``y`` indexed by integer tensors at some of its dims (numpy's placement of the result dims)."""
-    dims = [d for d, _ in adv]
-    shape = broadcast_shape(*(t.shape for _, t in adv))
-    rest = [d for d in range(y.ndim) if d not in dims]
-    sizes = [y.shape[d] for d in dims]
-    n = math.prod(sizes)
-    # one linear position over the indexed dims; an index out of range matches none
-    lin: Tensor | None = None
-    ok: Tensor | None = None
-    for (_, t), s, stride in zip(adv, sizes, [math.prod(sizes[i + 1 :]) for i in range(len(sizes))]):
-        t = t.expand(shape) if t.shape != shape else t
-        inside = (t >= 0) & (t < s)
-        ok = inside if ok is None else ok & inside
-        term = t * stride if stride != 1 else t
-        lin = term if lin is None else lin + term
-    assert lin is not None and ok is not None
-    lin = ok.where(lin, -1)
-    rshape = tuple(y.shape[d] for d in rest)
-    p = math.prod(shape)
-    src = y.permute(rest + dims).reshape(rshape + (n,))
-    flat = lin.reshape(p).expand(rshape + (p,)) if rshape else lin.reshape(p)
-    out = indexed_load(src, len(rshape), flat).reshape(rshape + shape)  # rest dims, then the index dims
-    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
-    if not adjacent or not rest:
-        return out.permute(list(range(len(rest), out.ndim)) + list(range(len(rest))))
-    before = sum(1 for d in rest if d < dims[0])
-    k = len(shape)
-    order = list(range(before)) + [len(rest) + i for i in range(k)] + list(range(before, len(rest)))
-    return out.permute(order)
+class IndexPlan:
+    """How integer tensors index some dims of ``y``: the other (``rest``) dims first, then one linear position
+    over the indexed dims (``lin``, -1 where an index is out of range); ``order`` permutes that layout
+    (rest dims, then the index's broadcast ``shape``) into numpy's."""
+
+    def __init__(self, y: Tensor, adv: list[tuple[int, Tensor]]):
+        self.dims = [d for d, _ in adv]
+        self.shape = broadcast_shape(*(t.shape for _, t in adv))
+        self.rest = [d for d in range(y.ndim) if d not in self.dims]
+        self.sizes = [y.shape[d] for d in self.dims]
+        self.n = math.prod(self.sizes)
+        self.rshape = tuple(y.shape[d] for d in self.rest)
+        lin: Tensor | None = None
+        ok: Tensor | None = None
+        strides = [math.prod(self.sizes[i + 1 :]) for i in range(len(self.sizes))]
+        for (_, t), s, stride in zip(adv, self.sizes, strides):
+            t = t.expand(self.shape) if t.shape != self.shape else t
+            inside = (t >= 0) & (t < s)
+            ok = inside if ok is None else ok & inside
+            term = t * stride if stride != 1 else t
+            lin = term if lin is None else lin + term
+        assert lin is not None and ok is not None
+        self.lin = ok.where(lin, -1).reshape(math.prod(self.shape))
+        rest, k = len(self.rest), len(self.shape)
+        adjacent = self.dims == list(range(self.dims[0], self.dims[0] + len(self.dims)))
+        if not adjacent or not self.rest:
+            self.order = list(range(rest, rest + k)) + list(range(rest))
+        else:
+            before = sum(1 for d in self.rest if d < self.dims[0])
+            self.order = list(range(before)) + [rest + i for i in range(k)] + list(range(before, rest))
+
+    def flat(self, y: Tensor) -> Tensor:
+        """``y`` as (rest dims..., n): the indexed dims as one."""
+        return y.permute(self.rest + self.dims).reshape(self.rshape + (self.n,))
+
+    def result_shape(self) -> tuple[int, ...]:
+        """The shape of ``y[index]`` (numpy's placement of the index dims)."""
+        canonical = self.rshape + self.shape
+        return tuple(canonical[i] for i in self.order)
+
+    def take(self, y: Tensor) -> Tensor:
+        """``y[index]``: one gated load per element."""
+        p = self.lin.shape[0]
+        flat = self.lin.expand(self.rshape + (p,)) if self.rshape else self.lin
+        out = indexed_load(self.flat(y), len(self.rshape), flat).reshape(self.rshape + self.shape)
+        return out.permute(self.order)
+
+    def put(self, y: Tensor, value: Tensor) -> Tensor:
+        """A copy of ``y`` with ``value`` (of ``result_shape``) written where the index points.
+
+        Repeated positions: the last write lands, as in numpy (``scatter`` keeps the largest instead). A device
+        index outside its axis writes nothing. Lowered without a scatter store: every position of ``y`` finds
+        the last index element naming it (``_last``), then gathers its row of ``value`` (one load per element)
+        or keeps its old value. Adjacent index dims stay where they are (reshapes only), so the write reads each
+        old element where it stores."""
+        p = self.lin.shape[0]
+        if p == 0 or self.n == 0:
+            return y
+        last = self._last(y)
+        k = len(self.dims)
+        adjacent = self.dims == list(range(self.dims[0], self.dims[0] + k))
+        if adjacent:  # numpy keeps the index dims in place
+            a = self.dims[0]
+            before, after = y.shape[:a], y.shape[a + k :]
+            old = y.reshape(before + (self.n,) + after) if k > 1 else y
+            v = value.reshape(before + (p,) + after)
+        else:  # the index dims go first in numpy's result; here they go last
+            a, before, after = len(self.rest), self.rshape, ()
+            old = y.permute(self.rest + self.dims).reshape(self.rshape + (self.n,))
+            v = value.permute(_inverse(self.order)).reshape(self.rshape + (p,))
+        pick = last.reshape((1,) * len(before) + (self.n,) + (1,) * len(after)).expand(old.shape)
+        new = (pick >= 0).where(indexed_load(v, a, pick), old)
+        if not adjacent:
+            return new.reshape(self.rshape + tuple(self.sizes)).permute(_inverse(self.rest + self.dims))
+        return new if k == 1 else new.reshape(y.shape)
+
+    def _last(self, y: Tensor) -> Tensor:
+        """For each of the ``n`` positions the last index element naming it, or -1 (n,): an arange-compare of
+        every pair (one integer kernel), or for a large product the sort of the index (``sort_index``)."""
+        cls, dev, n = type(y), y.device, self.n
+        lin = self.lin.cast(dtypes.int32)
+        p = lin.shape[0]
+        if n * p <= autograd.SORT_INDEX_ABOVE:
+            here = lin.reshape(1, p) == cls.arange(n, dtype=dtypes.int32, device=dev).reshape(n, 1)
+            return here.where(cls.arange(p, dtype=dtypes.int32, device=dev), -1).max(-1)
+        perm, _, at = autograd.sort_index(lin.uop, n, dev)
+        found = cls(at, device=dev)
+        if perm is None:
+            return found
+        return (found >= 0).where(indexed_load(cls(perm, device=dev), 0, found), -1)
+
+
+def _inverse(order: list[int]) -> list[int]:
+    return sorted(range(len(order)), key=lambda i: order[i])
 
 
 def _along(self: Tensor, axis: int, idx: Tensor, what: str) -> tuple[int, Tensor]:
