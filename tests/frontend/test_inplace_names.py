@@ -4,6 +4,7 @@ and what is built later from an older view must read the new value, while what w
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from uops import Tensor
 
@@ -35,3 +36,23 @@ def test_writes_through_two_names_of_one_memory_chain() -> None:
     np.testing.assert_array_equal((v + 1).numpy(), [1, 8, 10, 1])
     np.testing.assert_array_equal((a * 1).numpy(), [0, 7, 9, 0])
     np.testing.assert_array_equal(mid.numpy(), [0, 0, 0, 0])
+
+
+def test_an_in_place_write_autograd_would_have_to_see_through_is_refused() -> None:
+    from uops.frontend.autograd import AutogradError
+
+    x = Tensor(np.ones(4, np.float32), requires_grad=True)
+    y = (x * 2).realize()
+    with pytest.raises(AutogradError, match="setitem: an in-place write where the tensor written requires grad"):
+        y[1:3] = 0.0
+    z = Tensor(np.zeros(4, np.float32)).realize()
+    with pytest.raises(AutogradError, match="the value written requires grad"):
+        z[0:4] = x
+    with pytest.raises(AutogradError, match="assign"):
+        x.assign(np.zeros(4, np.float32))
+    with Tensor.no_grad():  # what an optimizer step does
+        x.assign(x - 1)
+    assert x.requires_grad and np.array_equal(x.numpy(), np.zeros(4))
+    lazy = x * 3  # a lazy non-leaf takes the value's graph, and what it requires with it
+    lazy.assign(Tensor(np.ones(4, np.float32)))
+    assert not lazy.requires_grad

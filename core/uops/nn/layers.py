@@ -223,11 +223,14 @@ def load_state_dict(model: Any, state: dict[str, Tensor | np.ndarray], strict: b
         missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
         if missing or extra:
             raise StateDictError(f"state dict does not match the model: missing {missing}, unexpected {extra}")
-    for k, t in own.items():
-        if k not in state:
-            continue
-        v = state[k]
-        if tuple(v.shape) != t.shape:
-            raise StateDictError(f"{k}: the model's tensor has shape {t.shape}, the state dict's {tuple(v.shape)}")
-        t.assign((v.to(t.device) if isinstance(v, Tensor) else Tensor(np.asarray(v), device=t.device)).cast(t.dtype))
-        t.realize()
+    with Tensor.no_grad():  # loading replaces the values gradients are taken at; it is not itself differentiated
+        for k, t in own.items():
+            if k not in state:
+                continue
+            v = state[k]
+            if tuple(v.shape) != t.shape:
+                raise StateDictError(f"{k}: the model's tensor has shape {t.shape}, the state dict's {tuple(v.shape)}")
+            t.assign(
+                (v.to(t.device) if isinstance(v, Tensor) else Tensor(np.asarray(v), device=t.device)).cast(t.dtype)
+            )
+            t.realize()

@@ -37,6 +37,20 @@ def _value(self: Tensor, value: Tensor | np.ndarray | Scalar, shape: tuple[int, 
     return v.cast(self.dtype)
 
 
+def _untracked(self: Tensor, v: Tensor, what: str) -> None:
+    """Refuse an in-place write autograd would have to see through: the written buffer forgets the graph its
+    old value came from, so a gradient taken later would be silently wrong."""
+    from ..autograd import GRAD_ENABLED, AutogradError
+
+    if GRAD_ENABLED[0] and (self.requires_grad or v.requires_grad):
+        which = "the tensor written" if self.requires_grad else "the value written"
+        raise AutogradError(
+            f"{what}: an in-place write where {which} requires grad is not differentiable in uops; write under "
+            "Tensor.no_grad() (as optimizers do), or build the new value out of place (where, masked_fill, "
+            "scatter, cat) and use it instead"
+        )
+
+
 def _in_place(self: Tensor) -> bool:
     """Whether this tensor is a view of a buffer that can be written element by element."""
     u = self.uop
@@ -51,9 +65,16 @@ def assign(self: Tensor, value: Tensor | np.ndarray | Scalar) -> Tensor:
     it see the new value too; a lazy one (no buffer yet) takes the new value as its graph.
     """
     v = _value(self, value, self.shape, "assign")
-    if not _in_place(self):
+    if not _in_place(self):  # a new graph: what it requires follows the value, except on a leaf (a parameter)
+        from . import _is_leaf
+
+        if _is_leaf(self):
+            _untracked(self, v, "assign")
+        else:
+            self._requires_grad = v.requires_grad
         self.uop = v.uop
         return self
+    _untracked(self, v, "assign")
     write(self.uop, v.uop, self.device)
     self.uop = renamed(self.uop)
     return self
@@ -87,6 +108,7 @@ def setitem(self: Tensor, index: Any, value: Tensor | np.ndarray | Scalar) -> No
 
 def _write_region(self: Tensor, basic: Any, v: Tensor, plan: Any) -> None:
     """Write ``v`` into the view ``self[basic]`` (through ``plan``'s scatter when there is one), in place."""
+    _untracked(self, v, "setitem")
     if not _in_place(self):
         c = self.contiguous().uop
         (fresh,) = realize([c], self.device)
