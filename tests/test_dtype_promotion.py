@@ -24,6 +24,7 @@ ROWS = {
     "ints": "a Tensor from Python ints (`Tensor([1, 2])`, `Tensor.arange(3)`)",
     "floats": "a Tensor from Python floats (`Tensor([0.5])`)",
     "bool_with_int": "a bool tensor with a Python int (`b + 1`)",
+    "numpy_scalars": "a numpy scalar with a tensor (`x / np.sqrt(d)`, `np.float64`)",
     "int_with_float": "an integer or bool tensor with a Python float (`i * 0.5`)",
     "int_division_and_stats": "`/` of integers or bools; `mean`, `var`, `std` of integers or bools",
     "int_float_math": "float math (`sqrt`, `exp`, `sin`, ...) of integers or bools",
@@ -126,6 +127,19 @@ def test_weak_python_scalars(scalar: bool | int | float) -> None:
             assert got == {want}, (d, scalar)
     with pytest.raises(OverflowError, match="300 out of bounds for uint8"):
         Tensor(np.ones(2, np.uint8), device=DEVICE) + 300  # numpy 2 raises too
+
+
+def test_numpy_scalars_are_weak_like_python_scalars() -> None:
+    numpy_cell, uops_cell = NUMPY_DIFFERENCES[ROWS["numpy_scalars"]][:2]
+    assert numpy_cell.startswith("its dtype") and uops_cell.startswith("weak")
+    differs = set()
+    for d in NUMPY_DTYPES:
+        t = Tensor(np.ones(2, to_numpy(d)), device=DEVICE)
+        for s in (np.float64(1.5), np.float32(0.5), np.int64(2), np.int8(1), np.bool_(True)):
+            assert (t + s).dtype == (t + s.item()).dtype, (d, s)
+            if np.result_type(to_numpy(d), s) != np.result_type(to_numpy(d), s.item()):
+                differs.add((d, type(s)))
+    assert (dtypes.float32, np.float64) in differs  # numpy 2: float32 array * np.float64 scalar is float64
 
 
 def test_creation_defaults() -> None:

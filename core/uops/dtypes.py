@@ -400,6 +400,11 @@ NUMPY_DIFFERENCES: dict[str, tuple[str, str, str]] = {
         "float32 is the default float (GPUs run float64 slowly or not at all), as in torch and JAX",
     ),
     "a bool tensor with a Python int (`b + 1`)": ("int64", "int32", "the default integer, as above"),
+    "a numpy scalar with a tensor (`x / np.sqrt(d)`, `np.float64`)": (
+        "its dtype takes part, as an array's would",
+        "weak, as the same Python scalar",
+        "keeps float32 models float32 (as torch does); pass a 0-d array or cast to promote",
+    ),
     "an integer or bool tensor with a Python float (`i * 0.5`)": ("float64", "float32", "the default float"),
     "`/` of integers or bools; `mean`, `var`, `std` of integers or bools": (
         "float64",
