@@ -12,6 +12,8 @@ import pytest
 import uops.array_api as xp
 from uops import Tensor
 from uops.dtypes import NUMPY_DIFFERENCES, SCALARS, DType, dtypes, from_numpy, least_upper_dtype, promote_for, to_numpy
+from uops.renderer import DTypeNotSupportedError
+from uops.testing import devices_from_env
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICE = "CPU"
@@ -109,6 +111,20 @@ def test_no_float64_device_promotes_mixed_kinds_to_float32() -> None:
         assert promote_for(unsupported, i, dtypes.float64) == dtypes.float64  # asked for: the device's error
     assert seen == 8  # int32, uint32, int64 and uint64 with float16 and with float32
     assert promote_for(frozenset(), dtypes.int32, dtypes.float32) == dtypes.float64
+
+
+@pytest.mark.skipif("METAL_EMU" not in devices_from_env(), reason="the Metal emulation is not available here")
+def test_no_float64_device_runs_mixed_kinds_in_float32() -> None:
+    """On the emulated Metal device (no float64, like the real one) numpy's float64 becomes float32 and runs;
+    an explicit float64 is refused naming the dtype and the device."""
+    i = Tensor(np.array([70000, -3], np.int32), device="METAL_EMU")
+    f = Tensor(np.array([0.5, 1.0], np.float32), device="METAL_EMU")
+    for got in (i + f, i.where(i > 0, f), Tensor.cat(i, f)):
+        assert got.dtype == dtypes.float32
+    np.testing.assert_array_equal((i + f).numpy(), np.array([70000.5, -2.0], np.float32))
+    assert i.sum().dtype == dtypes.int64  # int64 is there: sums still do not wrap
+    with pytest.raises(DTypeNotSupportedError, match="METAL_EMU"):
+        (Tensor(np.array([1.0]), device="METAL_EMU") * 2).numpy()
 
 
 # ----- Python scalars are weak (NEP 50) -----
