@@ -323,27 +323,108 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
+def _int_promotion(a: DType, b: DType) -> DType:
+    if a.kind == b.kind:
+        return a if a.itemsize >= b.itemsize else b
+    s, u = (a, b) if a.kind == "i" else (b, a)
+    if s.itemsize > u.itemsize:
+        return s
+    # signed with unsigned of at least its width: the signed type twice as wide, float64 past int64 (numpy)
+    return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64}.get(u.itemsize, dtypes.float64)
+
+
+def _float_promotion(a: DType, b: DType) -> DType:
+    if a == b:
+        return a
+    if a.itemsize == b.itemsize == 2:  # float16 with bfloat16: neither holds the other
+        return dtypes.float32
+    return a if a.itemsize > b.itemsize else b
+
+
+def _pair_promotion(a: DType, b: DType) -> DType:
+    """numpy 2's ``result_type`` of two arrays (no values, no Python scalars), bfloat16 ranked as float16."""
+    if a.kind == "b" or b.kind == "b":
+        return b if a.kind == "b" else a
+    if a.kind != "f" and b.kind != "f":
+        return _int_promotion(a, b)
+    if a.kind == "f" and b.kind == "f":
+        return _float_promotion(a, b)
+    f, i = (a, b) if a.kind == "f" else (b, a)
+    # an integer meets a float: the smallest float at least as wide as ``f`` that holds every value of the
+    # integer type exactly (8 bits: any float; 16: float32; 32 and 64: float64), as numpy does
+    holder = {1: f, 2: dtypes.float32}.get(i.itemsize, dtypes.float64)
+    return _float_promotion(f, holder)
+
+
+# every pair of scalar dtypes, built once: promotion runs for every binary op a program builds
+_PROMOTION: dict[tuple[DType, DType], DType] = {(a, b): _pair_promotion(a, b) for a in SCALARS for b in SCALARS}
+
+
 def least_upper_dtype(*ds: DType) -> DType:
-    """numpy-style promotion for the common cases: bool < ints < floats; signed+unsigned widens."""
-    ds = tuple(d.scalar() for d in ds)
+    """The dtype several arrays promote to, numpy 2's table (``np.result_type``) over uops' dtypes.
+
+    Within a kind it is also the Array API standard's table; across kinds (which the standard leaves
+    open) an integer with a float gives the smallest float that holds the integer's values, so
+    ``int32 + float16`` is float64 as in numpy. bfloat16, which numpy lacks, ranks as float16 does, and
+    float16 with bfloat16 gives float32. ``docs/dtypes.md`` lists where uops differs from numpy.
+    """
     if not ds:
         raise ValueError("least_upper_dtype needs at least one dtype")
-    floats = [d for d in ds if d.kind == "f"]
-    if floats:
-        if {dtypes.float16, dtypes.bfloat16} <= set(floats) and max(f.itemsize for f in floats) == 2:
-            return dtypes.float32
-        return max(floats, key=lambda d: (d.itemsize, d.priority))
-    ints = [d for d in ds if d.kind in "iu"]
-    if not ints:
-        return dtypes.bool
-    signed = [d for d in ints if d.kind == "i"]
-    unsigned = [d for d in ints if d.kind == "u"]
-    if not signed or not unsigned:
-        return max(ints, key=lambda d: d.itemsize)
-    s, u = max(d.itemsize for d in signed), max(d.itemsize for d in unsigned)
-    if s > u:
-        return max(signed, key=lambda d: d.itemsize)
-    width = 2 * u
-    if width > 8:
-        return dtypes.float64  # numpy promotes int64+uint64 to float64
-    return {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[width]
+    out = ds[0].scalar()
+    for d in ds[1:]:
+        out = _PROMOTION[out, d.scalar()]
+    return out
+
+
+def promote_for(unsupported: frozenset[DType], *ds: DType) -> DType:
+    """``least_upper_dtype`` for a device that lacks the dtypes in ``unsupported``: where an integer meets a
+    float and numpy's answer is float64 that the device has no float64 for (Metal), float32 instead. An
+    explicit float64 operand keeps float64, and the device's own error names it."""
+    dt = least_upper_dtype(*ds)
+    if dt == dtypes.float64 and dt in unsupported and not any(d.scalar() == dtypes.float64 for d in ds):
+        return dtypes.float32
+    return dt
+
+
+#: Every place where uops' result dtype differs from numpy 2's on purpose: case -> (numpy 2, uops, why).
+#: docs/dtypes.md shows this table and tests/test_dtype_promotion.py checks both against numpy.
+NUMPY_DIFFERENCES: dict[str, tuple[str, str, str]] = {
+    "a Tensor from Python ints (`Tensor([1, 2])`, `Tensor.arange(3)`)": (
+        "int64",
+        "int32 (int64 when a value needs it)",
+        "int32 is every GPU's native integer; `uops.array_api` makes int64, as numpy",
+    ),
+    "a Tensor from Python floats (`Tensor([0.5])`)": (
+        "float64",
+        "float32",
+        "float32 is the default float (GPUs run float64 slowly or not at all), as in torch and JAX",
+    ),
+    "a bool tensor with a Python int (`b + 1`)": ("int64", "int32", "the default integer, as above"),
+    "a numpy scalar with a tensor (`x / np.sqrt(d)`, `np.float64`)": (
+        "its dtype takes part, as an array's would",
+        "weak, as the same Python scalar",
+        "keeps float32 models float32 (as torch does); pass a 0-d array or cast to promote",
+    ),
+    "an integer or bool tensor with a Python float (`i * 0.5`)": ("float64", "float32", "the default float"),
+    "`/` of integers or bools; `mean`, `var`, `std` of integers or bools": (
+        "float64",
+        "float32 (sums of integers are exact int64 first)",
+        "the default float",
+    ),
+    "float math (`sqrt`, `exp`, `sin`, ...) of integers or bools": (
+        "float16 for bool and 8-bit, float32 for 16-bit, float64 for wider integers",
+        "float32",
+        "the default float",
+    ),
+    "bfloat16 with any dtype": (
+        "no bfloat16",
+        "ranks as float16: bool and 8-bit integers keep bfloat16; 16-bit integers and float16 give float32; "
+        "wider integers float64",
+        "the smallest float that holds both, as numpy's rule for float16",
+    ),
+    "an integer with a float where numpy gives float64, on a device without float64 (Metal)": (
+        "float64",
+        "float32",
+        "numpy's answer cannot run there; an explicit float64 raises DTypeNotSupportedError naming dtype and device",
+    ),
+}

@@ -64,8 +64,15 @@ def fuzz_settings(n: int) -> Any:
 
 
 def promote(*dts: np.dtype) -> np.dtype:
-    """uops' promotion for the three dtypes here: bool < int32 < float32 (numpy would give float64)."""
+    """The modelled promotion of the three dtypes here: bool < int32 < float32 (int32 with float32 is float64
+    in uops and numpy 2; the steps cast both to float32 first, ``as_modelled``)."""
     return F32 if F32 in dts else I32 if I32 in dts else BOOL
+
+
+def as_modelled(dt: np.dtype, *ts: Tensor) -> tuple[Tensor, ...]:
+    """Operands cast to the modelled dtype when it is float32: int32 with float32 is float64 in uops (as in
+    numpy 2), outside this model; tests/test_dtype_promotion.py checks that promotion."""
+    return tuple(t.cast(UDT[dt]) for t in ts) if dt == F32 else ts
 
 
 def on_grid(a: np.ndarray) -> bool:
@@ -342,7 +349,7 @@ class Gen:
         self.add(
             desc,
             (i, j),
-            lambda dev, x, y: tf(x, y),
+            lambda dev, x, y: tf(*as_modelled(dt, x, y)),
             lambda x, y: nf(x.astype(dt), y.astype(dt)),
             out,
             False if name == "div" else None,
@@ -428,7 +435,7 @@ class Gen:
         self.add(
             "{}.where({}, {})",
             (c, x, y),
-            lambda dev, cc, xx, yy: cc.where(xx, yy),
+            lambda dev, cc, xx, yy: cc.where(*as_modelled(dt, xx, yy)),
             lambda cc, xx, yy: np.where(cc.astype(bool), xx.astype(dt), yy.astype(dt)),
             dt,
         )
@@ -515,10 +522,16 @@ class Gen:
             out = promote(*(self.p.vals[p].dtype for p in parts))
             holes = ", ".join("{}" for _ in parts[1:])
             spellings: dict[str, Callable[..., Tensor]] = {  # every spelling of cat means the same concatenation
-                f"Tensor.cat({{}}, {holes}, dim={d})": lambda dev, *xs: Tensor.cat(*xs, dim=d),
-                f"Tensor.cat([{{}}, {holes}], dim={d})": lambda dev, *xs: Tensor.cat(list(xs), dim=d),
-                f"{{}}.cat({holes}, dim={d})": lambda dev, x, *xs: x.cat(*xs, dim=d),
-                f"{{}}.cat([{holes}], dim={d})": lambda dev, x, *xs: x.cat(list(xs), dim=d),
+                f"Tensor.cat({{}}, {holes}, dim={d})": lambda dev, *xs: Tensor.cat(*as_modelled(out, *xs), dim=d),
+                f"Tensor.cat([{{}}, {holes}], dim={d})": lambda dev, *xs: Tensor.cat(
+                    list(as_modelled(out, *xs)), dim=d
+                ),
+                f"{{}}.cat({holes}, dim={d})": lambda dev, *xs: (lambda x, *r: x.cat(*r, dim=d))(
+                    *as_modelled(out, *xs)
+                ),
+                f"{{}}.cat([{holes}], dim={d})": lambda dev, *xs: (lambda x, *r: x.cat(list(r), dim=d))(
+                    *as_modelled(out, *xs)
+                ),
             }
             desc = self.d(st.sampled_from(sorted(spellings)))
             self.add(
@@ -582,7 +595,7 @@ class Gen:
             self.add(
                 f"{{}}.{kind}({axis!r}, keepdim={keep})",
                 (i,),
-                lambda dev, x: getattr(x, kind)(axis, keepdim=keep),
+                lambda dev, x: getattr(x, kind)(axis, keepdim=keep).cast(UDT[out]),  # int sums are int64
                 lambda x: nf(x.astype(out), axis=axis, keepdims=keep),
                 out,
                 exact if kind == "sum" else False,
@@ -615,7 +628,7 @@ class Gen:
             self.add(
                 f"{{}}.{kind}({ax!r}, keepdim={keep})",
                 (i,),
-                lambda dev, x: getattr(x, kind)(ax, keepdim=keep),
+                lambda dev, x: getattr(x, kind)(ax, keepdim=keep).cast(dtypes.int32),  # int64 indices
                 lambda x: nf(x, axis=ax, keepdims=keep),
                 I32,
             )
@@ -643,7 +656,7 @@ class Gen:
             self.add(
                 f"({{0}} - {{0}}.{fn}({axis!r}, keepdim=True))",
                 (i,),
-                lambda dev, x: x.cast(UDT[dt]) - getattr(x.cast(UDT[dt]), fn)(axis, keepdim=True),
+                lambda dev, x: x.cast(UDT[dt]) - getattr(x.cast(UDT[dt]), fn)(axis, keepdim=True).cast(UDT[dt]),
                 lambda x: x.astype(dt) - nf(x.astype(dt), axis=axis, keepdims=True),
                 dt,
             )
@@ -677,7 +690,7 @@ class Gen:
             self.add(
                 "({} @ {})",
                 (i, j),
-                lambda dev, x, y: x @ y,
+                lambda dev, x, y: (lambda a, b: a @ b)(*as_modelled(out, x, y)),
                 lambda x, y: np.matmul(x, y) if out == BOOL else np.matmul(x.astype(np.float64), y.astype(np.float64)),
                 out,
             )

@@ -120,7 +120,7 @@ def test_topk_and_argmax(device: str) -> None:
     order = np.argsort(-x, axis=-1)[:, :3]
     np.testing.assert_array_equal(idx.numpy(), order)
     np.testing.assert_array_equal(vals.numpy(), np.take_along_axis(x, order, -1))
-    assert idx.dtype == dtypes.int32
+    assert idx.dtype == dtypes.int64
     vals, idx = t.topk(2, axis=0, largest=False)
     order = np.argsort(x, axis=0)[:2]
     np.testing.assert_array_equal(idx.numpy(), order)

@@ -5,19 +5,13 @@ arrays, keyword-only options, Python scalars beside arrays) and computes nothing
 What the standard leaves to the implementation, uops answers so:
 
 - Arrays are lazy ``Tensor`` s; reading a value (``bool()``, ``float()``, ``item``) realizes them.
-- Default dtypes: ``int32`` and ``float32`` (``uops.dtypes.default_int/default_float``). No complex dtypes.
-- Where numpy 2 differs, on purpose (numpy's platform integer is int64; here the default is int32):
-
-  ==========================================  ====================  ==================================
-  operation                                   numpy 2               uops.array_api
-  ==========================================  ====================  ==================================
-  sum/prod/cumulative_* of bool, int8..int32  int64                 int32 (the standard's default int)
-  sum/prod/cumulative_* of uint8..uint32      uint64                uint32
-  the same with ``dtype=int64``/``uint64``    the asked dtype       the asked dtype (numpy's values)
-  int32 sum past 2**31                        exact (int64)         wraps: pass ``dtype=int64``
-  argmax/argmin, argsort                      int64                 int64 (same)
-  int32 with float32 (``result_type``)        float64               float32 (mixed kinds: unspecified)
-  ==========================================  ====================  ==================================
+- Default dtypes: ``int64`` (numpy's and torch's; ``Tensor`` itself makes ``int32`` from Python ints) and
+  ``float32`` (``uops.dtypes.default_float``). No complex dtypes. With an int64 default the standard's
+  accumulation rule is numpy 2's: sums and products of bool and signed integers are int64, of unsigned
+  integers uint64, so no sum wraps where numpy's would not.
+- Promotion is ``uops.dtypes.least_upper_dtype``: the standard's table within a kind and numpy 2's across
+  kinds (which the standard leaves open: ``int32`` with ``float32`` is ``float64``). ``docs/dtypes.md`` lists
+  every place where uops differs from numpy.
 - Set functions (``unique_*``) and ``nonzero`` have shapes that depend on the data: they realize their
   input and finish on the host (the sizes of the results cannot be known while building the graph).
 - ``sort``/``argsort`` are kernels (compare-count ranks, see ``frontend/tensor/sort.py``), always stable.
@@ -48,6 +42,8 @@ bool = dtypes.bool  # noqa: A001
 int8, int16, int32, int64 = dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64
 uint8, uint16, uint32, uint64 = dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64
 float32, float64 = dtypes.float32, dtypes.float64
+#: the namespace's default integer (and its index dtype)
+_DEFAULT_INT = dtypes.int64
 e, inf, nan, pi, newaxis = math.e, math.inf, math.nan, math.pi, None
 
 
@@ -123,12 +119,22 @@ def asarray(
     if isinstance(obj, (builtins.bool, int, float)):
         if dtype is not None and dtypes.is_int(dtype) and isinstance(obj, float):
             raise TypeError(f"asarray: a Python float cannot become {dtype.name}")
-        return Tensor(obj, device=dev, dtype=dtype)
+        return Tensor(obj, device=dev, dtype=dtype if dtype is not None else _int_default(obj))
     if isinstance(obj, (list, tuple)):
-        return Tensor(_plain(obj), device=dev, dtype=dtype)
+        plain = _plain(obj)
+        if dtype is None and (ints := np.asarray(plain)).dtype.kind in "iu":
+            return Tensor(ints, device=dev)  # int64 (uint64 past it), as numpy
+        return Tensor(plain, device=dev, dtype=dtype)
     if hasattr(obj, "__buffer__") or isinstance(obj, (bytes, bytearray, memoryview)):
         return Tensor(np.asarray(memoryview(obj)), device=dev, dtype=dtype)
     raise TypeError(f"asarray: cannot make an array from {type(obj).__name__}")
+
+
+def _int_default(value: Any) -> DType | None:
+    """The namespace's default integer for a Python int that fits it; None (Tensor's choice) otherwise."""
+    if isinstance(value, int) and not isinstance(value, builtins.bool) and dtypes.min(_DEFAULT_INT) <= value:
+        return _DEFAULT_INT if value <= dtypes.max(_DEFAULT_INT) else None
+    return None
 
 
 def _plain(obj: Any) -> Any:
@@ -169,6 +175,8 @@ def full(shape: int | Sequence[int], fill_value: complex, *, dtype: DType | None
         fill_value = fill_value.item()
     if dtype is None and isinstance(fill_value, float):
         dtype = dtypes.default_float
+    if dtype is None:
+        dtype = _int_default(fill_value)
     return Tensor.full(_shape(shape), fill_value, dtype=dtype, device=_dev(device))  # type: ignore[arg-type]
 
 
@@ -197,6 +205,8 @@ def arange(
     dtype: DType | None = None,
     device: Any = None,
 ) -> Tensor:
+    if dtype is None and builtins.all(isinstance(v, int) for v in (start, stop, step) if v is not None):
+        dtype = _DEFAULT_INT
     return Tensor.arange(start, stop, step, dtype=dtype, device=_dev(device))
 
 
@@ -339,7 +349,7 @@ def result_type(*arrays_and_dtypes: Tensor | DType | complex) -> DType:
         if isinstance(s, float) and not dtypes.is_float(dt):
             dt = dtypes.default_float
         elif isinstance(s, int) and not isinstance(s, builtins.bool) and dtypes.is_bool(dt):
-            dt = dtypes.default_int
+            dt = _DEFAULT_INT
     return dt
 
 
@@ -627,7 +637,7 @@ def where(condition: Tensor, x1: Tensor | complex, x2: Tensor | complex, /) -> T
 
 
 def count_nonzero(x: Tensor, /, *, axis: int | Sequence[int] | None = None, keepdims: builtins.bool = False) -> Tensor:
-    return (x != 0).cast(dtypes.default_int).sum(_axis(axis), keepdims)
+    return (x != 0).sum(_axis(axis), keepdims)  # a bool sum counts in int64, the default integer
 
 
 def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:

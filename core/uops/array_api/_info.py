@@ -38,7 +38,7 @@ class Info:
     def default_dtypes(self, *, device: Any = None) -> dict[str, DType]:
         return {
             "real floating": dtypes.default_float,
-            "integral": dtypes.default_int,
+            "integral": dtypes.int64,
             "indexing": dtypes.int64,
         }
 

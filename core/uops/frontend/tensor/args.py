@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from uops.dtypes import DType, dtype_from_name, dtypes, from_numpy, to_numpy, truncate
+from uops.dtypes import DType, dtype_from_name, dtypes, from_numpy, least_upper_dtype, promote_for, to_numpy, truncate
 from uops.errors import UopsError
 from uops.plugins import Device, canonical_device
 
@@ -109,6 +109,20 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
             )
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+def result_dtype(device: str, *ds: DType) -> DType:
+    """The dtype tensors of ``ds`` on ``device`` promote to: numpy 2's table, with float32 where numpy's
+    float64 would come from an integer meeting a float on a device without float64 (``promote_for``)."""
+    dt = least_upper_dtype(*ds)
+    if dt != dtypes.float64 or any(d.scalar() == dtypes.float64 for d in ds):
+        return dt  # the common case asks nothing of the device (its renderer may not be loaded yet)
+    if (unsupported := _UNSUPPORTED.get(device)) is None:
+        unsupported = _UNSUPPORTED[device] = frozenset(getattr(Device[device].renderer, "unsupported_dtypes", ()))
+    return promote_for(unsupported, *ds)
+
+
+_UNSUPPORTED: dict[str, frozenset[DType]] = {}
 
 
 def dtype_name(dt: DType) -> str:

@@ -13,10 +13,10 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from uops.dtypes import dtypes, least_upper_dtype
+from uops.dtypes import dtypes
 from uops.errors import UopsError
 
-from .args import int_arg
+from .args import int_arg, result_dtype
 
 if TYPE_CHECKING:
     from . import Tensor
@@ -127,7 +127,7 @@ def _conv(
     if any(v < 1 for v in s + d):
         raise ConvArgumentError(f"{name}: stride and dilation must be >= 1, got stride={s}, dilation={d}")
     ks = weight.shape[2:]
-    dt = least_upper_dtype(self.dtype, weight.dtype)
+    dt = result_dtype(self.device, self.dtype, weight.dtype)
     if not dtypes.is_float(dt):
         dt = dtypes.default_float
     x = self.cast(dt).pad([None, None, *_padding(padding, n)])

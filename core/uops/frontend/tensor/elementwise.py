@@ -16,7 +16,7 @@ from uops.dtypes import DType, dtypes, least_upper_dtype
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
-from .args import Scalar, broadcast_shape, check_scalar, fits, scalar_dtype
+from .args import Scalar, broadcast_shape, check_scalar, fits, result_dtype, scalar_dtype
 
 if TYPE_CHECKING:
     from . import Tensor
@@ -39,7 +39,7 @@ def operands(self: Tensor, other: Tensor | Scalar | np.ndarray, reverse: bool = 
         other = cls(other, device=self.device)
     if isinstance(other, cls):
         self._same_device(other)
-        dt = least_upper_dtype(self.dtype, other.dtype)
+        dt = result_dtype(self.device, self.dtype, other.dtype)
         y = other
     elif isinstance(other, (bool, int, float, np.generic)):
         v = other.item() if isinstance(other, np.generic) else other
@@ -269,7 +269,9 @@ def where(self: Tensor, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
         y_, x_ = y._operands(x)
     else:
         vals = (cast(Scalar, x), cast(Scalar, y))
-        dt = least_upper_dtype(*(scalar_dtype(v) for v in vals))
+        kinds = [scalar_dtype(v) for v in vals]
+        floats = [d for d in kinds if dtypes.is_float(d)]  # weak scalars: an int beside a float takes the float's
+        dt = least_upper_dtype(*(floats or kinds))
         x_, y_ = (self._new(UOp.const(dt, check_scalar(v, dt))) for v in vals)
     self._same_device(x_)
     cond = self.cast(dtypes.bool)

@@ -363,7 +363,7 @@ def masked_fill(self: Tensor, mask: Tensor, value: float | int | bool) -> Tensor
 
 
 def topk(self: Tensor, k: int, axis: int = -1, largest: bool = True) -> tuple[Tensor, Tensor]:
-    """The ``k`` largest (or smallest) values along ``axis`` in order, with their indices (int32).
+    """The ``k`` largest (or smallest) values along ``axis`` in order, with their indices (int64, as argmax).
 
     Sort-free: k rounds of argmax, each masking out the position it found (O(k n) work: meant for a
     small ``k``, as in top-k sampling). Ties go to the lowest index first."""
@@ -388,6 +388,6 @@ def topk(self: Tensor, k: int, axis: int = -1, largest: bool = True) -> tuple[Te
         empty[a] = 0
         cls = type(self)
         return cls.zeros(*empty, dtype=self.dtype, device=self.device), cls.zeros(
-            *empty, dtype=dtypes.int32, device=self.device
+            *empty, dtype=dtypes.int64, device=self.device
         )
     return movement.cat(vals, dim=a), movement.cat(idxs, dim=a)

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uops.dtypes import dtypes, least_upper_dtype
+from uops.dtypes import dtypes
 
 from ..schedule import apply_view, const_view, move
 from ..view import ShapeTracker
-from .args import Scalar, axis_arg, int_arg
+from .args import Scalar, axis_arg, int_arg, result_dtype
 
 if TYPE_CHECKING:
     from . import Tensor
@@ -250,7 +250,7 @@ def cat(self: Tensor | Sequence[Tensor], *others: Tensor | Sequence[Tensor], dim
         if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != d):
             raise ValueError(f"cat along axis {d}: shapes {first.shape} and {t.shape} differ outside that axis")
         first._same_device(t)
-    dt = least_upper_dtype(*(t.dtype for t in ts))
+    dt = result_dtype(first.device, *(t.dtype for t in ts))
     total = sum(t.shape[d] for t in ts)
     out: Tensor | None = None
     off = 0

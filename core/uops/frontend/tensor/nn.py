@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 
-from uops.dtypes import DType, dtypes, least_upper_dtype
+from uops.dtypes import DType, dtypes
 from uops.errors import UopsError
 
-from .args import broadcast_shape, int_arg, to_dtype
+from .args import broadcast_shape, int_arg, result_dtype, to_dtype
 
 if TYPE_CHECKING:
     from . import Tensor
@@ -73,13 +73,13 @@ def matmul(self: Tensor, y: Tensor | np.ndarray) -> Tensor:
             f"matmul inner dimensions differ: {self.shape} has {a.shape[-1]} columns, {y.shape} has {b.shape[-2]} rows"
         )
     batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
-    dt = least_upper_dtype(a.dtype, b.dtype)
+    dt = result_dtype(self.device, a.dtype, b.dtype)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     a3 = a.cast(dt).reshape(a.shape[:-1] + (1, k))  # (..., M, 1, K)
     b3 = b.cast(dt).transpose(-1, -2).reshape(b.shape[:-2] + (1, n, k))  # (..., 1, N, K)
     out = (a3.expand(batch + (m, n, k)) * b3.expand(batch + (m, n, k))).sum(-1)
-    if dtypes.is_bool(dt):  # numpy: bool @ bool is bool (any of the ANDs), not a count
-        out = out.cast(dtypes.bool)
+    if out.dtype != dt:  # numpy: int32 @ int32 is int32, bool @ bool is bool (any of the ANDs), not a count
+        out = out.cast(dt)
     if self.ndim == 1:
         out = out.squeeze(-2)
     if y.ndim == 1:
@@ -166,7 +166,7 @@ def _class_nll(
     if valid is None:
         return _reduced(loss, reduction)
     loss = valid.where(loss, 0.0)
-    return _reduced(loss, reduction, valid.sum().maximum(1))
+    return _reduced(loss, reduction, valid.sum().maximum(1).cast(loss.dtype))  # an int64 count would widen to float64
 
 
 def cross_entropy(

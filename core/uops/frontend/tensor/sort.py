@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from uops.dtypes import dtypes
+from uops.ir.ops import Ops
 
 if TYPE_CHECKING:
     from . import Tensor
@@ -34,21 +35,21 @@ def ranks(self: Tensor, axis: int = -1, descending: bool = False) -> Tensor:
     idx = type(self).arange(n, dtype=dtypes.int32, device=self.device)
     earlier = idx.unsqueeze(-1) > idx.unsqueeze(0)  # j < i
     eq = ~_before(xi, xj, descending) & ~_before(xj, xi, descending)
-    count = (_before(xj, xi, descending) | (eq & earlier)).cast(dtypes.int32).sum(-1)
+    count = (_before(xj, xi, descending) | (eq & earlier)).cast(dtypes.int32)._reduce(Ops.ADD, -1, False)  # < n
     return count.transpose(ax, -1) if ax != self.ndim - 1 else count
 
 
 def argsort(self: Tensor, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
-    """The indices that sort the tensor along ``axis`` (int32, stable; NaNs last)."""
+    """The indices that sort the tensor along ``axis`` (int64 as in numpy, stable; NaNs last)."""
     if self.ndim == 0:
-        return type(self).full((), 0, dtype=dtypes.int32, device=self.device)
+        return type(self).full((), 0, dtype=dtypes.int64, device=self.device)
     ax = self._axis(axis)
     r = self.ranks(ax, descending)
     r = r.transpose(ax, -1) if ax != self.ndim - 1 else r
     n = r.shape[-1]
     pos = type(self).arange(n, dtype=dtypes.int32, device=self.device)
     hit = r.unsqueeze(-2) == pos.unsqueeze(-1)  # [..., p, i]: element i lands at p
-    out = hit.where(pos.unsqueeze(0), 0).sum(-1)
+    out = hit.where(pos.unsqueeze(0), 0)._reduce(Ops.ADD, -1, False).cast(dtypes.int64)  # one hit a row
     return out.transpose(ax, -1) if ax != self.ndim - 1 else out
 
 
