@@ -211,11 +211,27 @@ def _row_streams(ast: UOp, opts: list[Opt], ren: Renderer, loads: list[UOp]) -> 
     return ast, 1
 
 
+def _row_loops(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
+    """An output axis that a reduction does not read along (the row axis of a fused softmax or layernorm: its
+    reductions are per row) becomes an INNER loop over the whole axis, so the reductions run once per row and the
+    row's outputs are stored in a loop after them; as a plain output axis every element would redo them."""
+    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    if not reds:
+        return ast
+    for i, r in enumerate(output_axes(ast)):
+        size = _size(r)
+        if size is not None and size >= 2 and any(r not in red.ranges for red in reds):
+            return _try(ast, opts, Opt(OptOps.INNER, i, size), ren)
+    return ast
+
+
 def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
     """The default opts for ``ast`` on ``ren``'s kind of target."""
-    if ren.device == "PYTHON":
-        return []  # an interpreter runs every lane in lockstep already: opts only add uops
     opts: list[Opt] = []
+    ast = _row_loops(ast, opts, ren)
+    rowed = bool(opts)
+    if ren.device == "PYTHON":
+        return opts  # an interpreter runs every lane in lockstep already: other opts only add uops
     outs, reds = output_axes(ast), reduce_axes(ast)
     loads = _loads(ast)
     gpu = ren.global_max is not None
@@ -263,14 +279,16 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
         if gpu:
             ast = _pick_group(ast, opts, ren, loads, red_len)
         else:
+            first = lanes
             for j, r in enumerate(reds):
-                if any(stride(x, r) == 1 for x in loads) and lanes < CPU_LANES:
-                    amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if lanes * a <= CPU_LANES))
+                if any(stride(x, r) == 1 for x in loads) and first < CPU_LANES:
+                    amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if first * a <= CPU_LANES))
                     if amt is not None and (_size(r) or 0) >= 4 * amt:
                         before = len(opts)
                         ast = _try(ast, opts, Opt(OptOps.UNROLL, j, amt), ren)
-                        lanes *= amt if len(opts) > before else 1
-                    break
+                        lanes *= amt if len(opts) > before and lanes == first else 1
+                    if not rowed:
+                        break  # a row's reductions run one after another: each gets its own accumulators
     if gpu:
         _pick_local(ast, opts, ren)
         return opts

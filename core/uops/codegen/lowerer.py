@@ -336,6 +336,9 @@ def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
         inits = (UOp(Ops.END, dtypes.void, (*inits, r)),)
     # a barrier the values read after (a grouped reduction's combine) must come before the loop opens
     barriers = {x for x in vals.toposort() if x.op is Ops.BARRIER}
+    # so does every reduction whose result the values read (a row's earlier pass: softmax's max in its sum)
+    barriers |= {x.src[1] for x in vals.toposort() if x.op is Ops.AFTER and x.src[0].op is Ops.DEFINE_REG
+                 and len(x.src) == 2 and x.src[1].op is Ops.END and own.isdisjoint(x.src[1].ranges)}  # fmt: skip
     mapping: dict[UOp, UOp] = {}
     order = {u: i for i, u in enumerate(vals.toposort())}
     prev: tuple[UOp, ...] = (*inits, *sorted(barriers, key=order.__getitem__))

@@ -261,7 +261,8 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer, overlap: bool = False) -> UOp:
             raise OptError(f"{opt}: {lanes} register lanes exceed the limit of {MAX_LANES}")
         upcast = _lanes(ast, (AxisType.UPCAST,)) * (opt.amount if opt.op is OptOps.UPCAST else 1)
         for loop in axes_of(ast, AxisType.INNER):
-            accs = upcast * int(loop.src[0].arg) * sum(1 for u in ast.toposort() if u.op is Ops.REDUCE)
+            along = sum(1 for u in ast.toposort() if u.op is Ops.REDUCE and loop in u.src[0].toposort())
+            accs = upcast * int(loop.src[0].arg) * along
             if accs > MAX_INNER_ACCS:
                 raise OptError(f"{opt}: {accs} accumulators exceed the INNER limit of {MAX_INNER_ACCS}")
     top = opt.op in (OptOps.THREAD, OptOps.GROUPTOP)
@@ -405,7 +406,10 @@ def _check_inner(ast: UOp, opt: Opt) -> None:
         raise OptError(f"{opt}: the kernel already has an INNER loop")
     if axes_of(ast, AxisType.GROUP_REDUCE):
         raise OptError(f"{opt}: an INNER loop does not combine with a grouped reduction")
-    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    # the reductions that read along the axis keep one accumulator per element; the others (a row's reductions,
+    # with the axis walking the row's outputs after them) keep one, and may nest
+    axis = output_axes(ast)[opt.axis]
+    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE and axis in u.src[0].toposort()]
     if any(x.op is Ops.REDUCE for r in reds for x in r.src[0].toposort()):
         raise OptError(f"{opt}: the kernel has a reduction inside another; INNER needs flat reductions")
     accs = len(reds) * _lanes(ast, (AxisType.UPCAST,)) * opt.amount  # UNROLL lanes share an accumulator

@@ -14,7 +14,10 @@ constant, broadcast) folds to a constant (``size * value`` for a sum), and one o
 Kernel boundaries (buffers) are made only where needed: the outputs asked for, ``CONTIGUOUS``
 and ``COPY``, a reduction read through an expanding view or by another reduction (inlining
 would recompute it per output element), and a reduction read by more than one kernel (so
-it is computed once). Everything else — elementwise chains, movement ops as index math,
+it is computed once). The exception is a row's chain of reductions on a CPU-style device
+(softmax's max then sum, layernorm's mean then variance, each broadcast back over the row it
+reduced): they fuse into the kernel that reads them, which walks each row pass after pass from
+cache (``_RowFusion``). Everything else — elementwise chains, movement ops as index math,
 a reduction's elementwise inputs and epilogue — fuses into the kernel that reads it.
 """
 
@@ -348,7 +351,100 @@ def _lower_reduce(n: UOp) -> UOp | None:
 lower_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="n"), _lower_reduce), *merge_views.rules])
 
 
-def _find_realize_set(roots: list[UOp]) -> list[UOp]:
+#: the longest row (elements reduced) whose reductions fuse into the kernel that reads them, so every pass over
+#: the row after the first reads it from cache: 64 KiB of float32, the L2 of a small core
+ROW_FUSE_MAX = 1 << 16
+
+_row_devices: dict[str, bool] = {}
+
+
+def _fuses_rows(device: str) -> bool:
+    """Whether ``device``'s kernels fuse a row's reductions: on a CPU-style renderer (loops) one thread walks a row
+    pass after pass from cache. A GPU-style one keeps a kernel per pass until a row is reduced by a workgroup: one
+    thread per row would read its row alone, uncoalesced."""
+    fuses = _row_devices.get(device)
+    if fuses is None:
+        from uops.plugins import Device
+
+        try:
+            fuses = Device[device].renderer.global_max is None
+        except UopsError:
+            fuses = False  # a device that cannot render here gets no kernels; the plain schedule names the problem
+        _row_devices[device] = fuses
+    return fuses
+
+
+#: where a walk from a kernel's root is in a row computation: None outside; else True at the row's full shape
+#: (the shape the reductions reduce), False at a row value (a reduction's keepdim shape, broadcast back)
+_Row = bool | None
+_WalkItem = tuple[UOp, bool, bool, _Row]
+
+
+class _RowFusion:
+    """Which reductions one kernel computes itself instead of reading from a buffer: the per-row reductions over
+    the kernel's own row axes (softmax's max and sum, layernorm's mean and variance), each broadcast back over the
+    row with no other movement, the row at most ``ROW_FUSE_MAX`` long. The kernel then reads each row from memory
+    once; the lowering runs the reductions one after another inside the loop over rows, the later passes reading
+    the row from cache, and the row's outputs in a loop after them (see ``row_loops`` in the heuristics)."""
+
+    def __init__(self, root: UOp, enabled: bool):
+        self.enabled = enabled
+        self.shape = shape_of(root.src[0]) if root.op is Ops.REDUCE_AXIS else shape_of(root)
+        self.axes: frozenset[int] | None = None
+        self.axis = -1  # the row axis, once ``axes`` is known
+        if root.op is Ops.REDUCE_AXIS:
+            self.axes = self._fits(frozenset(root.arg[1]))
+
+    def _fits(self, axes: frozenset[int]) -> frozenset[int] | None:
+        """``axes`` when they make a row that fuses: one axis longer than 1 (an INNER loop walks its outputs), the
+        innermost one of the shape (the outputs are stored along it), at most ``ROW_FUSE_MAX`` long."""
+        live = [a for a in axes if self.shape[a] != 1]
+        if not self.enabled or len(live) != 1 or self.shape[live[0]] > ROW_FUSE_MAX:
+            return None
+        self.axis = live[0]
+        return axes if self.axis == max(i for i, s in enumerate(self.shape) if s != 1) else None
+
+    def _streams(self, value: UOp) -> bool:
+        """Whether a pass over the row reads every buffer along the row (stride 0 or 1). A strided row (a softmax
+        over axis 0) is left to the plain schedule, whose reductions take whole rows of the other axis per pass."""
+        for u in value.toposort(gate=lambda x: x.op not in (Ops.VIEW, Ops.REDUCE_AXIS)):
+            if u.op is Ops.INDEX:
+                return False
+            if u.op is Ops.VIEW and u.arg.shape == self.shape and u.src[0].op is not Ops.CONST:
+                if len(u.arg.views) != 1 or u.arg.views[0].strides[self.axis] not in (0, 1):
+                    return False
+        return True
+
+    def _kept(self) -> tuple[int, ...]:
+        return tuple(1 if i in (self.axes or ()) else s for i, s in enumerate(self.shape))
+
+    def view(self, v: UOp, row: _Row) -> _Row:
+        """The row state below VIEW ``v``: a row value when ``v`` broadcasts one back over the row, else None."""
+        if row is not True or v.arg.shape != self.shape:
+            return None
+        src = shape_of(v.src[0])
+        if len(src) != len(self.shape):
+            return None
+        if self.axes is None:
+            axes = frozenset(i for i, (a, b) in enumerate(zip(src, self.shape)) if a == 1 and b != 1)
+            if not axes or any(a != b for i, (a, b) in enumerate(zip(src, self.shape)) if i not in axes):
+                return None
+            self.axes = self._fits(axes)
+            if self.axes is None:
+                return None
+        if src != self._kept() or v.arg.views != ShapeTracker.from_shape(src).expand(self.shape).views:
+            return None
+        return False
+
+    def reduce(self, n: UOp, row: _Row) -> _Row:
+        """The row state inside REDUCE_AXIS ``n``: True when it is one of the row's reductions, else None."""
+        if row is not False or self.axes is None or shape_of(n.src[0]) != self.shape:
+            return None
+        live = frozenset(a for a in n.arg[1] if self.shape[a] != 1)
+        return True if live == {self.axis} and self._streams(n.src[0]) else None
+
+
+def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
     """The nodes that become buffers, dependencies first."""
     R: set[UOp] = set()
     for r in roots:
@@ -367,34 +463,42 @@ def _find_realize_set(roots: list[UOp]) -> list[UOp]:
         for k in list(R):
             if k.op is Ops.COPY:
                 continue
-            stack: list[tuple[UOp, bool, bool]] = [(k, False, False)]
-            seen: set[tuple[UOp, bool, bool]] = set()
+            rows = _RowFusion(k, _fuses_rows(device_of(k) or default_device))
+            stack: list[_WalkItem] = [(k, False, False, True)]
+            seen: set[_WalkItem] = set()
             while stack:
                 item = stack.pop()
                 if item in seen:
                     continue
                 seen.add(item)
-                n, in_reduce, expanded = item
+                n, in_reduce, expanded, row = item
                 if (n in R and n is not k) or n.op in (Ops.BUFFER, Ops.CONST):
                     continue
                 if n.op is Ops.REDUCE_AXIS:
                     if n is k:
-                        stack.append((n.src[0], True, False))
+                        stack.append((n.src[0], True, False, row))
                         continue
-                    if in_reduce or expanded:
+                    inner_row = rows.reduce(n, row)
+                    if inner_row is None and (in_reduce or expanded or row is False):
                         R.add(n)
                         added = True
                         continue
                     reach.setdefault(n, set()).add(k)
-                    stack.append((n.src[0], True, False))
+                    stack.append((n.src[0], True, False, inner_row))
                     continue
                 if n.op is Ops.VIEW:
-                    stack.append((n.src[0], in_reduce, expanded or n.arg.expands))
+                    below = rows.view(n, row)
+                    spread = expanded or row is False or (below is None and n.arg.expands)
+                    stack.append((n.src[0], in_reduce, spread if below is None else expanded, below))
                     continue
                 if n.op is Ops.INDEX:  # a gather may read one element many times, like an expand
-                    stack.extend(((n.src[0], in_reduce, True), (n.src[1], in_reduce, expanded)))
+                    spread = expanded or row is False
+                    stack.extend(((n.src[0], in_reduce, True, None), (n.src[1], in_reduce, spread, None)))
                     continue
-                stack.extend((s, in_reduce, expanded) for s in n.src)
+                if n.op in GroupOp.ALU or n.op is Ops.CAST or n is k:
+                    stack.extend((s, in_reduce, expanded, row) for s in n.src)
+                else:  # leaving a row value: what is below is read once per row element, as through an expand
+                    stack.extend((s, in_reduce, expanded or row is False, None) for s in n.src)
         for n, ks in reach.items():
             if len(ks) > 1 and n not in R:
                 R.add(n)
@@ -567,7 +671,7 @@ def _build_schedule(
         r.src[0] if r.op is Ops.VIEW and r.src[0].op not in (Ops.BUFFER, Ops.CONST) and r.arg.expands else r
         for r in roots
     ]
-    order = _find_realize_set(targets)
+    order = _find_realize_set(targets, default_device)
     bufmap: dict[UOp, UOp] = {}
     items: list[ScheduleItem] = []
     for n in order:
