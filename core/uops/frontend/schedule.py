@@ -374,35 +374,86 @@ def _fuses_rows(device: str) -> bool:
     return fuses
 
 
-#: where a walk from a kernel's root is in a row computation: None outside; else True at the row's full shape
-#: (the shape the reductions reduce), False at a row value (a reduction's keepdim shape, broadcast back)
-_Row = bool | None
+#: where a walk from a kernel's root is in a row computation: None outside; True at the row's full shape (what the
+#: row's reductions reduce); False at a row value (a reduction's keepdim shape, broadcast back over the row); HEAD
+#: at the kernel's own value while it is not known which of the two that is (softmax's output is a row, logsumexp's
+#: a row value)
+HEAD = "head"
+_Row = bool | str | None
 _WalkItem = tuple[UOp, bool, bool, _Row]
 
 
 class _RowFusion:
     """Which reductions one kernel computes itself instead of reading from a buffer: the per-row reductions over
-    the kernel's own row axes (softmax's max and sum, layernorm's mean and variance), each broadcast back over the
+    the kernel's own row axis (softmax's max and sum, layernorm's mean and variance), each broadcast back over the
     row with no other movement, the row at most ``ROW_FUSE_MAX`` long. The kernel then reads each row from memory
     once; the lowering runs the reductions one after another inside the loop over rows, the later passes reading
-    the row from cache, and the row's outputs in a loop after them (see ``row_loops`` in the heuristics)."""
+    the row from cache, and the row's outputs in a loop after them (see ``_row_loops`` in the heuristics)."""
 
     def __init__(self, root: UOp, enabled: bool):
         self.enabled = enabled
-        self.shape = shape_of(root.src[0]) if root.op is Ops.REDUCE_AXIS else shape_of(root)
-        self.axes: frozenset[int] | None = None
-        self.axis = -1  # the row axis, once ``axes`` is known
-        if root.op is Ops.REDUCE_AXIS:
-            self.axes = self._fits(frozenset(root.arg[1]))
+        # a reshape of the kernel's value (logsumexp without keepdim) is only its output's layout: the row is below
+        reshaped = root.op is Ops.VIEW and root.arg.contiguous and root.src[0].op not in (Ops.BUFFER, Ops.CONST)
+        self.head = root.src[0] if reshaped else root
+        self.shape: tuple[int, ...] = shape_of(self.head)  # the row's full shape, once the kernel's value is placed
+        self.head_is_row: bool | None = None  # whether the kernel's value has the row's full shape
+        self.axes: frozenset[int] | None = None  # the row's axes (one longer than 1), once known
+        self.axis = -1
+        if self.head.op is Ops.REDUCE_AXIS:  # the kernel's value reduces the row: its axes are the row's, or none fuse
+            self.shape = shape_of(self.head.src[0])
+            self.enabled = self._place(self.shape, frozenset(self.head.arg[1]))
 
-    def _fits(self, axes: frozenset[int]) -> frozenset[int] | None:
-        """``axes`` when they make a row that fuses: one axis longer than 1 (an INNER loop walks its outputs), the
-        innermost one of the shape (the outputs are stored along it), at most ``ROW_FUSE_MAX`` long."""
-        live = [a for a in axes if self.shape[a] != 1]
-        if not self.enabled or len(live) != 1 or self.shape[live[0]] > ROW_FUSE_MAX:
+    def start(self) -> _Row:
+        """The row state at the head: inside a reduction that is the kernel's value, the row's full shape."""
+        return True if self.head.op is Ops.REDUCE_AXIS else HEAD
+
+    def _place(self, shape: tuple[int, ...], axes: frozenset[int]) -> bool:
+        """Fix the row as ``axes`` of ``shape`` when they make one that fuses: one axis longer than 1 (an INNER loop
+        walks its outputs), the innermost one of the shape (the outputs are stored along it), at most
+        ``ROW_FUSE_MAX`` long. Returns whether it did."""
+        live = [a for a in axes if shape[a] != 1]
+        if not self.enabled or len(live) != 1 or shape[live[0]] > ROW_FUSE_MAX:
+            return False
+        if live[0] != max(i for i, s in enumerate(shape) if s != 1):
+            return False
+        self.shape, self.axes, self.axis = shape, axes, live[0]
+        return True
+
+    def _level(self, row: _Row) -> _Row:
+        if row == HEAD and self.head_is_row is not None:
+            return self.head_is_row
+        return row
+
+    def view(self, v: UOp, row: _Row) -> _Row:
+        """The row state below VIEW ``v``: a row value when ``v`` broadcasts one back over the row, else None."""
+        row = self._level(row)
+        if row is not True and not (row == HEAD and v.arg.shape == self.shape):
             return None
-        self.axis = live[0]
-        return axes if self.axis == max(i for i, s in enumerate(self.shape) if s != 1) else None
+        src = shape_of(v.src[0])
+        if v.arg.shape != self.shape or len(src) != len(self.shape):
+            return None
+        if v.arg.views != ShapeTracker.from_shape(src).expand(self.shape).views:
+            return None
+        axes = frozenset(i for i, (a, b) in enumerate(zip(src, self.shape)) if a != b)
+        if self.axes is None:
+            if not self._place(self.shape, axes):
+                return None
+            self.head_is_row = True
+        elif {a for a in axes if self.shape[a] != 1} != {self.axis}:
+            return None
+        return False
+
+    def reduce(self, n: UOp, row: _Row) -> _Row:
+        """The row state inside REDUCE_AXIS ``n``: True when it is one of the row's reductions, else None."""
+        row = self._level(row)
+        if row == HEAD:
+            if shape_of(n) != self.shape or not self._place(shape_of(n.src[0]), frozenset(n.arg[1])):
+                return None
+            self.head_is_row = False
+        elif row is not False or self.axes is None or shape_of(n.src[0]) != self.shape:
+            return None
+        live = frozenset(a for a in n.arg[1] if self.shape[a] != 1)
+        return True if live == {self.axis} and self._streams(n.src[0]) else None
 
     def _streams(self, value: UOp) -> bool:
         """Whether a pass over the row reads every buffer along the row (stride 0 or 1). A strided row (a softmax
@@ -414,34 +465,6 @@ class _RowFusion:
                 if len(u.arg.views) != 1 or u.arg.views[0].strides[self.axis] not in (0, 1):
                     return False
         return True
-
-    def _kept(self) -> tuple[int, ...]:
-        return tuple(1 if i in (self.axes or ()) else s for i, s in enumerate(self.shape))
-
-    def view(self, v: UOp, row: _Row) -> _Row:
-        """The row state below VIEW ``v``: a row value when ``v`` broadcasts one back over the row, else None."""
-        if row is not True or v.arg.shape != self.shape:
-            return None
-        src = shape_of(v.src[0])
-        if len(src) != len(self.shape):
-            return None
-        if self.axes is None:
-            axes = frozenset(i for i, (a, b) in enumerate(zip(src, self.shape)) if a == 1 and b != 1)
-            if not axes or any(a != b for i, (a, b) in enumerate(zip(src, self.shape)) if i not in axes):
-                return None
-            self.axes = self._fits(axes)
-            if self.axes is None:
-                return None
-        if src != self._kept() or v.arg.views != ShapeTracker.from_shape(src).expand(self.shape).views:
-            return None
-        return False
-
-    def reduce(self, n: UOp, row: _Row) -> _Row:
-        """The row state inside REDUCE_AXIS ``n``: True when it is one of the row's reductions, else None."""
-        if row is not False or self.axes is None or shape_of(n.src[0]) != self.shape:
-            return None
-        live = frozenset(a for a in n.arg[1] if self.shape[a] != 1)
-        return True if live == {self.axis} and self._streams(n.src[0]) else None
 
 
 def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
@@ -464,7 +487,8 @@ def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
             if k.op is Ops.COPY:
                 continue
             rows = _RowFusion(k, _fuses_rows(device_of(k) or default_device))
-            stack: list[_WalkItem] = [(k, False, False, True)]
+            head = rows.head
+            stack: list[_WalkItem] = [(k, False, False, rows.start())]
             seen: set[_WalkItem] = set()
             while stack:
                 item = stack.pop()
@@ -475,7 +499,7 @@ def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
                 if (n in R and n is not k) or n.op in (Ops.BUFFER, Ops.CONST):
                     continue
                 if n.op is Ops.REDUCE_AXIS:
-                    if n is k:
+                    if n is head:
                         stack.append((n.src[0], True, False, row))
                         continue
                     inner_row = rows.reduce(n, row)
@@ -487,7 +511,7 @@ def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
                     stack.append((n.src[0], True, False, inner_row))
                     continue
                 if n.op is Ops.VIEW:
-                    below = rows.view(n, row)
+                    below = row if n is k and head is not k else rows.view(n, row)
                     spread = expanded or row is False or (below is None and n.arg.expands)
                     stack.append((n.src[0], in_reduce, spread if below is None else expanded, below))
                     continue
@@ -495,7 +519,7 @@ def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
                     spread = expanded or row is False
                     stack.extend(((n.src[0], in_reduce, True, None), (n.src[1], in_reduce, spread, None)))
                     continue
-                if n.op in GroupOp.ALU or n.op is Ops.CAST or n is k:
+                if n.op in GroupOp.ALU or n.op in (Ops.CAST, Ops.BITCAST) or n is k:
                     stack.extend((s, in_reduce, expanded, row) for s in n.src)
                 else:  # leaving a row value: what is below is read once per row element, as through an expand
                     stack.extend((s, in_reduce, expanded or row is False, None) for s in n.src)
