@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from conftest import DEVICES, require_dtype
 
-from uops import Tensor, dtypes
+from uops import Ops, Tensor, dtypes
 from uops.codegen.heuristics import hand_coded_opts
 from uops.codegen.opt import OptOps
+from uops.codegen.program import get_program
 from uops.frontend.schedule import ROW_FUSE_MAX, SPLIT_THRESHOLD
 from uops.nn.attention import rms_norm
 from uops.nn.layers import LayerNorm
@@ -103,6 +104,25 @@ def test_the_row_axis_is_an_inner_loop_after_the_reductions():
     (item,) = [it for it in Tensor(RNG.standard_normal((4, 500)).astype(np.float32)).softmax(-1).schedule()]
     opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
     assert opts[0].op is OptOps.INNER and opts[0].amount == 500
+
+
+@needs_cpu
+@pytest.mark.parametrize("opts", [None, []], ids=["default", "none"])
+def test_every_pass_over_the_row_is_one_loop_inside_the_row_loop(opts):
+    """Even with no opts (a search's first candidate) the lowering adds the row loop: loops nest two deep."""
+    dev = Device["CPU"]
+    x = RNG.standard_normal((4, 500)).astype(np.float32)
+    (item,) = Tensor(x, device="CPU").softmax(-1).schedule()
+    spec = get_program(item.ast, dev.renderer, dev.compiler, opts)
+    depth = deepest = 0
+    passes = []
+    for u in spec.uops:
+        depth += 1 if u.op is Ops.RANGE else -1 if u.op is Ops.END else 0
+        deepest = max(deepest, depth)
+        if u.op is Ops.RANGE and depth == 2:
+            passes.append(u)
+    assert deepest == 2
+    assert len(passes) == 3  # max, sum of exp, the stores
 
 
 @needs_cpu

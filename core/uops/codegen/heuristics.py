@@ -2,6 +2,8 @@
 
 The choices read the kernel's shapes and the strides of its loads along each axis:
 
+- an output axis that some reduction does not read along (the row of a fused softmax or layernorm) becomes an INNER
+  loop over the whole axis first, on every target: the row's reductions then run once per row, not per element;
 - an output axis along which some load is broadcast (stride 0) inside a reduction is upcast:
   each loaded value is reused by every lane (matmul: rows reuse B, columns reuse A, giving a
   register tile); the contiguous one gets the most lanes so the compiler can vectorize it;
@@ -29,7 +31,16 @@ import math
 from collections.abc import Callable
 
 from uops.codegen.lowerer import LANEWISE_OPS
-from uops.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, packable_inputs, reduce_axes
+from uops.codegen.opt import (
+    Opt,
+    OptError,
+    OptOps,
+    apply_opt,
+    output_axes,
+    packable_inputs,
+    reduce_axes,
+    row_loop,
+)
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
@@ -212,17 +223,9 @@ def _row_streams(ast: UOp, opts: list[Opt], ren: Renderer, loads: list[UOp]) -> 
 
 
 def _row_loops(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
-    """An output axis that a reduction does not read along (the row axis of a fused softmax or layernorm: its
-    reductions are per row) becomes an INNER loop over the whole axis, so the reductions run once per row and the
-    row's outputs are stored in a loop after them; as a plain output axis every element would redo them."""
-    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
-    if not reds:
-        return ast
-    for i, r in enumerate(output_axes(ast)):
-        size = _size(r)
-        if size is not None and size >= 2 and any(r not in red.ranges for red in reds):
-            return _try(ast, opts, Opt(OptOps.INNER, i, size), ren)
-    return ast
+    """A fused row's loop first (``row_loop``), so the other choices see the row's reductions once per row."""
+    row = row_loop(ast)
+    return ast if row is None else _try(ast, opts, row, ren)
 
 
 def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:

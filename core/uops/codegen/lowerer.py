@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from uops.codegen.opt import Opt, apply_opts, identity
+from uops.codegen.opt import Opt, apply_opts, identity, row_loop
 from uops.dtypes import AddrSpace, dtypes
 from uops.errors import UopsError
 from uops.ir.ops import AxisType, GroupOp, Ops
@@ -807,7 +807,9 @@ def check_ast(ast: UOp, ctx: LowerContext) -> UOp:
 
 def opts_pass(ast: UOp, ctx: LowerContext) -> UOp:
     """The kernel opts; padded reads become gated loads first, so an opt's mask joins the gate instead of hiding it."""
-    return apply_opts(graph_rewrite(ast, pm_gate_loads), ctx.opts, ctx.ren) if ctx.opts else ast
+    if not ctx.opts and row_loop(ast) is None:
+        return ast
+    return apply_opts(graph_rewrite(ast, pm_gate_loads), ctx.opts, ctx.ren)
 
 
 def axes_pass(ast: UOp, ctx: LowerContext) -> UOp:

@@ -454,9 +454,27 @@ def expand(ast: UOp) -> UOp:
     return UOp.sink(*stores, arg=sink.arg)
 
 
+def row_loop(ast: UOp) -> Opt | None:
+    """INNER over the whole of an output axis that some reduction does not read along (the row of a softmax or
+    layernorm the scheduler fused: its reductions are per row), or None. The row's reductions then run once per
+    row and its outputs are stored in a loop after them; as a plain output axis every element would redo them.
+    ``apply_opts`` adds it to any opts that have no INNER (a search's candidates, none at all)."""
+    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    if not reds or axes_of(ast, AxisType.INNER):
+        return None
+    for i, r in enumerate(output_axes(ast)):
+        if r.src[0].op is Ops.CONST and int(r.src[0].arg) >= 2 and any(r not in red.ranges for red in reds):
+            return Opt(OptOps.INNER, i, int(r.src[0].arg))
+    return None
+
+
 def apply_opts(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
     """The opts in order, then the register axes expanded: the AST the lowering takes. Masked UPCAST tails
-    overlap unless the reduction is BLOCKed (a block adds to outputs, and an overlapped one would be added twice)."""
+    overlap unless the reduction is BLOCKed (a block adds to outputs, and an overlapped one would be added twice).
+    A fused row's loop (``row_loop``) comes first where the opts have no INNER."""
+    row = None if any(isinstance(o, Opt) and o.op is OptOps.INNER for o in opts) else row_loop(ast)
+    if row is not None:
+        opts = [row, *opts]
     if not opts:
         return ast
     overlap = not any(isinstance(o, Opt) and o.op is OptOps.BLOCK for o in opts)
