@@ -23,6 +23,7 @@ a reduction's elementwise inputs and epilogue — fuses into the kernel that rea
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import weakref
@@ -38,7 +39,7 @@ from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.ir.uop import UOp
 
-from .view import ShapeTracker, _and, _c, _lin, strides_for
+from .view import ShapeTracker, View, _and, _c, _lin, strides_for
 
 _uid = itertools.count()
 _shapes: weakref.WeakKeyDictionary[UOp, tuple[int, ...]] = weakref.WeakKeyDictionary()
@@ -383,6 +384,12 @@ _Row = bool | str | None
 _WalkItem = tuple[UOp, bool, bool, _Row]
 
 
+@functools.lru_cache(maxsize=1024)
+def _broadcast(src: tuple[int, ...], shape: tuple[int, ...]) -> tuple[View, ...]:
+    """The views of a value of shape ``src`` broadcast to ``shape`` (nothing else moved)."""
+    return ShapeTracker.from_shape(src).expand(shape).views
+
+
 class _RowFusion:
     """Which reductions one kernel computes itself instead of reading from a buffer: the per-row reductions over
     the kernel's own row axis (softmax's max and sum, layernorm's mean and variance), each broadcast back over the
@@ -426,13 +433,13 @@ class _RowFusion:
 
     def view(self, v: UOp, row: _Row) -> _Row:
         """The row state below VIEW ``v``: a row value when ``v`` broadcasts one back over the row, else None."""
+        if not self.enabled or v.arg.shape != self.shape or len(v.arg.views) != 1:
+            return None
         row = self._level(row)
-        if row is not True and not (row == HEAD and v.arg.shape == self.shape):
+        if row is not True and row != HEAD:
             return None
         src = shape_of(v.src[0])
-        if v.arg.shape != self.shape or len(src) != len(self.shape):
-            return None
-        if v.arg.views != ShapeTracker.from_shape(src).expand(self.shape).views:
+        if len(src) != len(self.shape) or v.arg.views != _broadcast(src, self.shape):
             return None
         axes = frozenset(i for i, (a, b) in enumerate(zip(src, self.shape)) if a != b)
         if self.axes is None:
@@ -445,6 +452,8 @@ class _RowFusion:
 
     def reduce(self, n: UOp, row: _Row) -> _Row:
         """The row state inside REDUCE_AXIS ``n``: True when it is one of the row's reductions, else None."""
+        if not self.enabled:
+            return None
         row = self._level(row)
         if row == HEAD:
             if shape_of(n) != self.shape or not self._place(shape_of(n.src[0]), frozenset(n.arg[1])):
@@ -473,20 +482,25 @@ def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
     for r in roots:
         if not _is_buffer_view(r) and r.op is not Ops.BUFFER:
             R.add(r)
+    devices = {default_device}
     for n in UOp.sink(*roots).toposort():
         if n.op is Ops.CONTIGUOUS:
             R.add(n)
         elif n.op is Ops.COPY:
             R.add(n)
+            devices.add(n.arg)
             if not _full_contiguous_buffer(n.src[0]):
                 R.add(n.src[0])
+        elif n.op is Ops.BUFFER:
+            devices.add(n.arg[0])
+    fuse = all(_fuses_rows(d) for d in devices)  # a row fuses where every device of the graph fuses rows
     while True:
         reach: dict[UOp, set[UOp]] = {}
         added = False
         for k in list(R):
             if k.op is Ops.COPY:
                 continue
-            rows = _RowFusion(k, _fuses_rows(device_of(k) or default_device))
+            rows = _RowFusion(k, fuse)
             head = rows.head
             stack: list[_WalkItem] = [(k, False, False, rows.start())]
             seen: set[_WalkItem] = set()
