@@ -355,7 +355,8 @@ lower_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="n"), _lower_reduce)
 #: the longest row (elements reduced) whose reductions fuse into the kernel that reads them, so every pass over
 #: the row after the first reads it from cache: 256 KiB of float32, in L2; a longer row is split in two stages anyway
 #: (``SPLIT_THRESHOLD``). Timed on the shared 2-core Xeon (softmax, 4M elements, fused / three kernels, best of 30
-#: alternating in one process): rows of 1024 to 65536 all 0.32-0.41 of the time
+#: alternating in one process): rows of 1024 to 65536 all take 0.4-0.6 of the time while the machine is busy, about
+#: 0.8 when it is quiet
 ROW_FUSE_MAX = 1 << 16
 
 _row_devices: dict[str, bool] = {}
