@@ -186,3 +186,15 @@ def test_layernorm_gradient_through_the_fused_kernel():
     xhat, inv = np_layernorm(x), 1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
     want = inv * (w - w.mean(-1, keepdims=True) - xhat * (w * xhat).mean(-1, keepdims=True))
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-9, atol=1e-12)
+
+
+@needs_cpu
+def test_each_pass_of_a_fused_gradient_gets_its_own_unrolled_accumulators():
+    """A row's passes run one after another, so their UNROLL lanes do not multiply toward the lane limit."""
+    t = Tensor(RNG.standard_normal((8, 1024)).astype(np.float32), device="CPU", requires_grad=True)
+    (g,) = (t.softmax(-1) * Tensor(RNG.standard_normal((8, 1024)).astype(np.float32), device="CPU")).sum().gradient(t)
+    (item,) = g.schedule()
+    n_reduce_axes = len({r for u in item.ast.toposort() if u.op is Ops.REDUCE for r in u.src[1:]})
+    opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
+    assert n_reduce_axes >= 3
+    assert sum(1 for o in opts if o.op is OptOps.UNROLL) == n_reduce_axes

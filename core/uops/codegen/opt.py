@@ -136,6 +136,16 @@ def _lanes(ast: UOp, kinds: tuple[AxisType, ...]) -> int:
     return n
 
 
+def _unroll_lanes(ast: UOp, r: UOp | None) -> int:
+    """The most UNROLL lanes of one reduction (of those over ``r`` when given): reductions that run one after another
+    (a fused row's passes) each have their own, so their lanes do not multiply."""
+    most = 1
+    for u in ast.toposort():
+        if u.op is Ops.REDUCE and (r is None or r in u.src[1:]):
+            most = max(most, math.prod(int(x.src[0].arg) for x in u.src[1:] if x.arg[1] is AxisType.UNROLL))
+    return most
+
+
 def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool, overlap: bool = False) -> UOp:
     """Split range ``r`` into an outer part (same id and kind) and a part of ``amount`` of ``kind``; with
     ``overlap``, a masked UPCAST of an output axis overlaps its last tile instead (see below)."""
@@ -256,7 +266,8 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer, overlap: bool = False) -> UOp:
             raise OptError(f"{opt}: a BLOCKed reduction does not combine with {opt.op.name}")
         _check_inner(ast, opt)
     if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
-        lanes = _lanes(ast, (AxisType.UPCAST, AxisType.UNROLL)) * opt.amount
+        unrolled = axes[opt.axis] if opt.op is OptOps.UNROLL else None
+        lanes = _lanes(ast, (AxisType.UPCAST,)) * _unroll_lanes(ast, unrolled) * opt.amount
         if lanes > MAX_LANES:
             raise OptError(f"{opt}: {lanes} register lanes exceed the limit of {MAX_LANES}")
         upcast = _lanes(ast, (AxisType.UPCAST,)) * (opt.amount if opt.op is OptOps.UPCAST else 1)
