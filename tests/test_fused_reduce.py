@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from conftest import DEVICES, require_dtype
 
 from uops import Ops, Tensor, dtypes
 from uops.codegen.heuristics import hand_coded_opts
@@ -23,9 +22,11 @@ from uops.frontend.schedule import ROW_FUSE_MAX, SPLIT_THRESHOLD
 from uops.nn.attention import rms_norm
 from uops.nn.layers import LayerNorm
 from uops.plugins import Device
+from uops.testing import devices_from_env
+from uops.testing.kit.helpers import supports_dtype
 
 RNG = np.random.default_rng(30)
-needs_cpu = pytest.mark.skipif("CPU" not in DEVICES, reason="the row fusion is for CPU-style devices")
+needs_cpu = pytest.mark.skipif("CPU" not in devices_from_env(), reason="the row fusion is for CPU-style devices")
 
 
 def np_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -69,7 +70,8 @@ def test_rows_match_numpy(device, name, shape):
 
 @pytest.mark.parametrize("name", ["softmax", "layernorm"])
 def test_rows_in_float16(device, name):
-    require_dtype(device, dtypes.float16)
+    if not supports_dtype(device, dtypes.float16):
+        pytest.skip(f"{device} does not support float16")
     fn, ref = CASES[name]
     x = RNG.standard_normal((5, 40)).astype(np.float16)
     got = fn(Tensor(x, device=device)).numpy()
