@@ -45,7 +45,7 @@ def test_linear_order_is_valid_and_loops_nest():
     if d is None:
         pytest.skip("needs the CPU plugin (clang) for a loop-style lowering")
     i, j, kk = UOp.range(4, 0, AxisType.GLOBAL), UOp.range(3, 1, AxisType.GLOBAL), UOp.range(5, 2, AxisType.REDUCE)
-    ast = UOp.sink(glob(0).index(i * 3 + j).store((glob(1).index(i * 5 + kk).load()).reduce(kk, op=Ops.ADD)))
+    ast = UOp.sink(glob(0).index(i * 3 + j).store((glob(1).index(i * 15 + j * 5 + kk).load()).reduce(kk, op=Ops.ADD)))
     sink, _ = full_rewrite_to_sink(ast, d.renderer)
     lin = linearize(sink)
     pos = {u: n for n, u in enumerate(lin)}

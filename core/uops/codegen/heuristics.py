@@ -2,6 +2,8 @@
 
 The choices read the kernel's shapes and the strides of its loads along each axis:
 
+- an output axis that some reduction does not read along (the row of a fused softmax or layernorm) becomes an INNER
+  loop over the whole axis first, on every target: the row's reductions then run once per row, not per element;
 - an output axis along which some load is broadcast (stride 0) inside a reduction is upcast:
   each loaded value is reused by every lane (matmul: rows reuse B, columns reuse A, giving a
   register tile); the contiguous one gets the most lanes so the compiler can vectorize it;
@@ -29,7 +31,16 @@ import math
 from collections.abc import Callable
 
 from uops.codegen.lowerer import LANEWISE_OPS
-from uops.codegen.opt import Opt, OptError, OptOps, apply_opt, output_axes, packable_inputs, reduce_axes
+from uops.codegen.opt import (
+    Opt,
+    OptError,
+    OptOps,
+    apply_opt,
+    output_axes,
+    packable_inputs,
+    reduce_axes,
+    row_loop,
+)
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
@@ -211,11 +222,19 @@ def _row_streams(ast: UOp, opts: list[Opt], ren: Renderer, loads: list[UOp]) -> 
     return ast, 1
 
 
+def _row_loops(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
+    """A fused row's loop first (``row_loop``), so the other choices see the row's reductions once per row."""
+    row = row_loop(ast)
+    return ast if row is None else _try(ast, opts, row, ren)
+
+
 def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
     """The default opts for ``ast`` on ``ren``'s kind of target."""
-    if ren.device == "PYTHON":
-        return []  # an interpreter runs every lane in lockstep already: opts only add uops
     opts: list[Opt] = []
+    ast = _row_loops(ast, opts, ren)
+    rowed = bool(opts)
+    if ren.device == "PYTHON":
+        return opts  # an interpreter runs every lane in lockstep already: other opts only add uops
     outs, reds = output_axes(ast), reduce_axes(ast)
     loads = _loads(ast)
     gpu = ren.global_max is not None
@@ -263,14 +282,16 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
         if gpu:
             ast = _pick_group(ast, opts, ren, loads, red_len)
         else:
+            first = lanes
             for j, r in enumerate(reds):
-                if any(stride(x, r) == 1 for x in loads) and lanes < CPU_LANES:
-                    amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if lanes * a <= CPU_LANES))
+                if any(stride(x, r) == 1 for x in loads) and first < CPU_LANES:
+                    amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if first * a <= CPU_LANES))
                     if amt is not None and (_size(r) or 0) >= 4 * amt:
                         before = len(opts)
                         ast = _try(ast, opts, Opt(OptOps.UNROLL, j, amt), ren)
-                        lanes *= amt if len(opts) > before else 1
-                    break
+                        lanes *= amt if len(opts) > before and lanes == first else 1
+                    if not rowed:
+                        break  # a row's reductions run one after another: each gets its own accumulators
     if gpu:
         _pick_local(ast, opts, ren)
         return opts

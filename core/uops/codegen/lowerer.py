@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from uops.codegen.opt import Opt, apply_opts, identity
+from uops.codegen.opt import Opt, apply_opts, identity, row_loop
 from uops.dtypes import AddrSpace, dtypes
 from uops.errors import UopsError
 from uops.ir.ops import AxisType, GroupOp, Ops
@@ -336,6 +336,9 @@ def _lower_reduce_group(ctx: _ReduceCtx, members: list[UOp]) -> dict[UOp, UOp]:
         inits = (UOp(Ops.END, dtypes.void, (*inits, r)),)
     # a barrier the values read after (a grouped reduction's combine) must come before the loop opens
     barriers = {x for x in vals.toposort() if x.op is Ops.BARRIER}
+    # so does every reduction whose result the values read (a row's earlier pass: softmax's max in its sum)
+    barriers |= {x.src[1] for x in vals.toposort() if x.op is Ops.AFTER and x.src[0].op is Ops.DEFINE_REG
+                 and len(x.src) == 2 and x.src[1].op is Ops.END and own.isdisjoint(x.src[1].ranges)}  # fmt: skip
     mapping: dict[UOp, UOp] = {}
     order = {u: i for i, u in enumerate(vals.toposort())}
     prev: tuple[UOp, ...] = (*inits, *sorted(barriers, key=order.__getitem__))
@@ -804,7 +807,9 @@ def check_ast(ast: UOp, ctx: LowerContext) -> UOp:
 
 def opts_pass(ast: UOp, ctx: LowerContext) -> UOp:
     """The kernel opts; padded reads become gated loads first, so an opt's mask joins the gate instead of hiding it."""
-    return apply_opts(graph_rewrite(ast, pm_gate_loads), ctx.opts, ctx.ren) if ctx.opts else ast
+    if not ctx.opts and row_loop(ast) is None:
+        return ast
+    return apply_opts(graph_rewrite(ast, pm_gate_loads), ctx.opts, ctx.ren)
 
 
 def axes_pass(ast: UOp, ctx: LowerContext) -> UOp:

@@ -136,6 +136,16 @@ def _lanes(ast: UOp, kinds: tuple[AxisType, ...]) -> int:
     return n
 
 
+def _unroll_lanes(ast: UOp, r: UOp | None) -> int:
+    """The most UNROLL lanes of one reduction (of those over ``r`` when given): reductions that run one after another
+    (a fused row's passes) each have their own, so their lanes do not multiply."""
+    most = 1
+    for u in ast.toposort():
+        if u.op is Ops.REDUCE and (r is None or r in u.src[1:]):
+            most = max(most, math.prod(int(x.src[0].arg) for x in u.src[1:] if x.arg[1] is AxisType.UNROLL))
+    return most
+
+
 def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool, overlap: bool = False) -> UOp:
     """Split range ``r`` into an outer part (same id and kind) and a part of ``amount`` of ``kind``; with
     ``overlap``, a masked UPCAST of an output axis overlaps its last tile instead (see below)."""
@@ -256,12 +266,14 @@ def apply_opt(ast: UOp, opt: Opt, ren: Renderer, overlap: bool = False) -> UOp:
             raise OptError(f"{opt}: a BLOCKed reduction does not combine with {opt.op.name}")
         _check_inner(ast, opt)
     if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
-        lanes = _lanes(ast, (AxisType.UPCAST, AxisType.UNROLL)) * opt.amount
+        unrolled = axes[opt.axis] if opt.op is OptOps.UNROLL else None
+        lanes = _lanes(ast, (AxisType.UPCAST,)) * _unroll_lanes(ast, unrolled) * opt.amount
         if lanes > MAX_LANES:
             raise OptError(f"{opt}: {lanes} register lanes exceed the limit of {MAX_LANES}")
         upcast = _lanes(ast, (AxisType.UPCAST,)) * (opt.amount if opt.op is OptOps.UPCAST else 1)
         for loop in axes_of(ast, AxisType.INNER):
-            accs = upcast * int(loop.src[0].arg) * sum(1 for u in ast.toposort() if u.op is Ops.REDUCE)
+            along = sum(1 for u in ast.toposort() if u.op is Ops.REDUCE and loop in u.src[0].toposort())
+            accs = upcast * int(loop.src[0].arg) * along
             if accs > MAX_INNER_ACCS:
                 raise OptError(f"{opt}: {accs} accumulators exceed the INNER limit of {MAX_INNER_ACCS}")
     top = opt.op in (OptOps.THREAD, OptOps.GROUPTOP)
@@ -405,7 +417,10 @@ def _check_inner(ast: UOp, opt: Opt) -> None:
         raise OptError(f"{opt}: the kernel already has an INNER loop")
     if axes_of(ast, AxisType.GROUP_REDUCE):
         raise OptError(f"{opt}: an INNER loop does not combine with a grouped reduction")
-    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    # the reductions that read along the axis keep one accumulator per element; the others (a row's reductions,
+    # with the axis walking the row's outputs after them) keep one, and may nest
+    axis = output_axes(ast)[opt.axis]
+    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE and axis in u.src[0].toposort()]
     if any(x.op is Ops.REDUCE for r in reds for x in r.src[0].toposort()):
         raise OptError(f"{opt}: the kernel has a reduction inside another; INNER needs flat reductions")
     accs = len(reds) * _lanes(ast, (AxisType.UPCAST,)) * opt.amount  # UNROLL lanes share an accumulator
@@ -450,9 +465,27 @@ def expand(ast: UOp) -> UOp:
     return UOp.sink(*stores, arg=sink.arg)
 
 
+def row_loop(ast: UOp) -> Opt | None:
+    """INNER over the whole of an output axis that some reduction does not read along (the row of a softmax or
+    layernorm the scheduler fused: its reductions are per row), or None. The row's reductions then run once per
+    row and its outputs are stored in a loop after them; as a plain output axis every element would redo them.
+    ``apply_opts`` adds it to any opts that have no INNER (a search's candidates, none at all)."""
+    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    if not reds or axes_of(ast, AxisType.INNER):
+        return None
+    for i, r in enumerate(output_axes(ast)):
+        if r.src[0].op is Ops.CONST and int(r.src[0].arg) >= 2 and any(r not in red.ranges for red in reds):
+            return Opt(OptOps.INNER, i, int(r.src[0].arg))
+    return None
+
+
 def apply_opts(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
     """The opts in order, then the register axes expanded: the AST the lowering takes. Masked UPCAST tails
-    overlap unless the reduction is BLOCKed (a block adds to outputs, and an overlapped one would be added twice)."""
+    overlap unless the reduction is BLOCKed (a block adds to outputs, and an overlapped one would be added twice).
+    A fused row's loop (``row_loop``) comes first where the opts have no INNER."""
+    row = None if any(isinstance(o, Opt) and o.op is OptOps.INNER for o in opts) else row_loop(ast)
+    if row is not None:
+        opts = [row, *opts]
     if not opts:
         return ast
     overlap = not any(isinstance(o, Opt) and o.op is OptOps.BLOCK for o in opts)

@@ -14,12 +14,16 @@ constant, broadcast) folds to a constant (``size * value`` for a sum), and one o
 Kernel boundaries (buffers) are made only where needed: the outputs asked for, ``CONTIGUOUS``
 and ``COPY``, a reduction read through an expanding view or by another reduction (inlining
 would recompute it per output element), and a reduction read by more than one kernel (so
-it is computed once). Everything else — elementwise chains, movement ops as index math,
+it is computed once). The exception is a row's chain of reductions on a CPU-style device
+(softmax's max then sum, layernorm's mean then variance, each broadcast back over the row it
+reduced): they fuse into the kernel that reads them, which walks each row pass after pass from
+cache (``_RowFusion``). Everything else — elementwise chains, movement ops as index math,
 a reduction's elementwise inputs and epilogue — fuses into the kernel that reads it.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import weakref
@@ -35,7 +39,7 @@ from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uops.ir.uop import UOp
 
-from .view import ShapeTracker, _and, _c, _lin, strides_for
+from .view import ShapeTracker, View, _and, _c, _lin, strides_for
 
 _uid = itertools.count()
 _shapes: weakref.WeakKeyDictionary[UOp, tuple[int, ...]] = weakref.WeakKeyDictionary()
@@ -348,53 +352,194 @@ def _lower_reduce(n: UOp) -> UOp | None:
 lower_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="n"), _lower_reduce), *merge_views.rules])
 
 
-def _find_realize_set(roots: list[UOp]) -> list[UOp]:
+#: the longest row (elements reduced) whose reductions fuse into the kernel that reads them, so every pass over
+#: the row after the first reads it from cache: 256 KiB of float32, in L2; a longer row is split in two stages anyway
+#: (``SPLIT_THRESHOLD``). Timed on the shared 2-core Xeon (softmax, 4M elements, fused / three kernels, best of 30
+#: alternating in one process): rows of 1024 to 65536 all take 0.4-0.6 of the time while the machine is busy, about
+#: 0.8 when it is quiet
+ROW_FUSE_MAX = 1 << 16
+
+_row_devices: dict[str, bool] = {}
+
+
+def _fuses_rows(device: str) -> bool:
+    """Whether ``device``'s kernels fuse a row's reductions: on a CPU-style renderer (loops) one thread walks a row
+    pass after pass from cache. A GPU-style one keeps a kernel per pass until a row is reduced by a workgroup: one
+    thread per row would read its row alone, uncoalesced."""
+    fuses = _row_devices.get(device)
+    if fuses is None:
+        from uops.plugins import Device
+
+        try:
+            fuses = Device[device].renderer.global_max is None
+        except UopsError:
+            fuses = False  # a device that cannot render here gets no kernels; the plain schedule names the problem
+        _row_devices[device] = fuses
+    return fuses
+
+
+#: where a walk from a kernel's root is in a row computation: None outside; True at the row's full shape (what the
+#: row's reductions reduce); False at a row value (a reduction's keepdim shape, broadcast back over the row); HEAD
+#: at the kernel's own value while it is not known which of the two that is (softmax's output is a row, logsumexp's
+#: a row value)
+HEAD = "head"
+_Row = bool | str | None
+_WalkItem = tuple[UOp, bool, bool, _Row]
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast(src: tuple[int, ...], shape: tuple[int, ...]) -> tuple[View, ...]:
+    """The views of a value of shape ``src`` broadcast to ``shape`` (nothing else moved)."""
+    return ShapeTracker.from_shape(src).expand(shape).views
+
+
+class _RowFusion:
+    """Which reductions one kernel computes itself instead of reading from a buffer: the per-row reductions over
+    the kernel's own row axis (softmax's max and sum, layernorm's mean and variance), each broadcast back over the
+    row with no other movement, the row at most ``ROW_FUSE_MAX`` long. The kernel then reads each row from memory
+    once; the lowering runs the reductions one after another inside the loop over rows, the later passes reading
+    the row from cache, and the row's outputs in a loop after them (see ``_row_loops`` in the heuristics)."""
+
+    def __init__(self, root: UOp, enabled: bool):
+        self.enabled = enabled
+        # a reshape of the kernel's value (logsumexp without keepdim) is only its output's layout: the row is below
+        reshaped = root.op is Ops.VIEW and root.arg.contiguous and root.src[0].op not in (Ops.BUFFER, Ops.CONST)
+        self.head = root.src[0] if reshaped else root
+        self.shape: tuple[int, ...] = shape_of(self.head)  # the row's full shape, once the kernel's value is placed
+        self.head_is_row: bool | None = None  # whether the kernel's value has the row's full shape
+        self.axes: frozenset[int] | None = None  # the row's axes (one longer than 1), once known
+        self.axis = -1
+        if self.head.op is Ops.REDUCE_AXIS:  # the kernel's value reduces the row: its axes are the row's, or none fuse
+            self.shape = shape_of(self.head.src[0])
+            self.enabled = self._place(self.shape, frozenset(self.head.arg[1]))
+
+    def start(self) -> _Row:
+        """The row state at the head: inside a reduction that is the kernel's value, the row's full shape."""
+        return True if self.head.op is Ops.REDUCE_AXIS else HEAD
+
+    def _place(self, shape: tuple[int, ...], axes: frozenset[int]) -> bool:
+        """Fix the row as ``axes`` of ``shape`` when they make one that fuses: one axis longer than 1 (an INNER loop
+        walks its outputs), the innermost one of the shape (the outputs are stored along it), at most
+        ``ROW_FUSE_MAX`` long. Returns whether it did."""
+        live = [a for a in axes if shape[a] != 1]
+        if not self.enabled or len(live) != 1 or shape[live[0]] > ROW_FUSE_MAX:
+            return False
+        if live[0] != max(i for i, s in enumerate(shape) if s != 1):
+            return False
+        self.shape, self.axes, self.axis = shape, axes, live[0]
+        return True
+
+    def _level(self, row: _Row) -> _Row:
+        if row == HEAD and self.head_is_row is not None:
+            return self.head_is_row
+        return row
+
+    def view(self, v: UOp, row: _Row) -> _Row:
+        """The row state below VIEW ``v``: a row value when ``v`` broadcasts one back over the row, else None."""
+        if not self.enabled or v.arg.shape != self.shape or len(v.arg.views) != 1:
+            return None
+        row = self._level(row)
+        if row is not True and row != HEAD:
+            return None
+        src = shape_of(v.src[0])
+        if len(src) != len(self.shape) or v.arg.views != _broadcast(src, self.shape):
+            return None
+        axes = frozenset(i for i, (a, b) in enumerate(zip(src, self.shape)) if a != b)
+        if self.axes is None:
+            if not self._place(self.shape, axes):
+                return None
+            self.head_is_row = True
+        elif {a for a in axes if self.shape[a] != 1} != {self.axis}:
+            return None
+        return False
+
+    def reduce(self, n: UOp, row: _Row) -> _Row:
+        """The row state inside REDUCE_AXIS ``n``: True when it is one of the row's reductions, else None."""
+        if not self.enabled:
+            return None
+        row = self._level(row)
+        if row == HEAD:
+            if shape_of(n) != self.shape or not self._place(shape_of(n.src[0]), frozenset(n.arg[1])):
+                return None
+            self.head_is_row = False
+        elif row is not False or self.axes is None or shape_of(n.src[0]) != self.shape:
+            return None
+        live = frozenset(a for a in n.arg[1] if self.shape[a] != 1)
+        return True if live == {self.axis} and self._streams(n.src[0]) else None
+
+    def _streams(self, value: UOp) -> bool:
+        """Whether a pass over the row reads every buffer along the row (stride 0 or 1). A strided row (a softmax
+        over axis 0) is left to the plain schedule, whose reductions take whole rows of the other axis per pass."""
+        for u in value.toposort(gate=lambda x: x.op not in (Ops.VIEW, Ops.REDUCE_AXIS)):
+            if u.op is Ops.INDEX:
+                return False
+            if u.op is Ops.VIEW and u.arg.shape == self.shape and u.src[0].op is not Ops.CONST:
+                if len(u.arg.views) != 1 or u.arg.views[0].strides[self.axis] not in (0, 1):
+                    return False
+        return True
+
+
+def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
     """The nodes that become buffers, dependencies first."""
     R: set[UOp] = set()
     for r in roots:
         if not _is_buffer_view(r) and r.op is not Ops.BUFFER:
             R.add(r)
+    devices = {default_device}
     for n in UOp.sink(*roots).toposort():
         if n.op is Ops.CONTIGUOUS:
             R.add(n)
         elif n.op is Ops.COPY:
             R.add(n)
+            devices.add(n.arg)
             if not _full_contiguous_buffer(n.src[0]):
                 R.add(n.src[0])
+        elif n.op is Ops.BUFFER:
+            devices.add(n.arg[0])
+    fuse = all(_fuses_rows(d) for d in devices)  # a row fuses where every device of the graph fuses rows
     while True:
         reach: dict[UOp, set[UOp]] = {}
         added = False
         for k in list(R):
             if k.op is Ops.COPY:
                 continue
-            stack: list[tuple[UOp, bool, bool]] = [(k, False, False)]
-            seen: set[tuple[UOp, bool, bool]] = set()
+            rows = _RowFusion(k, fuse)
+            head = rows.head
+            stack: list[_WalkItem] = [(k, False, False, rows.start())]
+            seen: set[_WalkItem] = set()
             while stack:
                 item = stack.pop()
                 if item in seen:
                     continue
                 seen.add(item)
-                n, in_reduce, expanded = item
+                n, in_reduce, expanded, row = item
                 if (n in R and n is not k) or n.op in (Ops.BUFFER, Ops.CONST):
                     continue
                 if n.op is Ops.REDUCE_AXIS:
-                    if n is k:
-                        stack.append((n.src[0], True, False))
+                    if n is head:
+                        stack.append((n.src[0], True, False, row))
                         continue
-                    if in_reduce or expanded:
+                    inner_row = rows.reduce(n, row)
+                    if inner_row is None and (in_reduce or expanded or row is False):
                         R.add(n)
                         added = True
                         continue
                     reach.setdefault(n, set()).add(k)
-                    stack.append((n.src[0], True, False))
+                    stack.append((n.src[0], True, False, inner_row))
                     continue
                 if n.op is Ops.VIEW:
-                    stack.append((n.src[0], in_reduce, expanded or n.arg.expands))
+                    below = row if n is k and head is not k else rows.view(n, row)
+                    spread = expanded or row is False or (below is None and n.arg.expands)
+                    stack.append((n.src[0], in_reduce, spread if below is None else expanded, below))
                     continue
                 if n.op is Ops.INDEX:  # a gather may read one element many times, like an expand
-                    stack.extend(((n.src[0], in_reduce, True), (n.src[1], in_reduce, expanded)))
+                    spread = expanded or row is False
+                    stack.extend(((n.src[0], in_reduce, True, None), (n.src[1], in_reduce, spread, None)))
                     continue
-                stack.extend((s, in_reduce, expanded) for s in n.src)
+                if n.op in GroupOp.ALU or n.op in (Ops.CAST, Ops.BITCAST) or n is k:
+                    stack.extend((s, in_reduce, expanded, row) for s in n.src)
+                else:  # leaving a row value: what is below is read once per row element, as through an expand
+                    stack.extend((s, in_reduce, expanded or row is False, None) for s in n.src)
         for n, ks in reach.items():
             if len(ks) > 1 and n not in R:
                 R.add(n)
@@ -567,7 +712,7 @@ def _build_schedule(
         r.src[0] if r.op is Ops.VIEW and r.src[0].op not in (Ops.BUFFER, Ops.CONST) and r.arg.expands else r
         for r in roots
     ]
-    order = _find_realize_set(targets)
+    order = _find_realize_set(targets, default_device)
     bufmap: dict[UOp, UOp] = {}
     items: list[ScheduleItem] = []
     for n in order:
