@@ -356,16 +356,27 @@ def _pick_local(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
     return ast
 
 
-def _pick_thread(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
-    """CPU-style: the first output axis with a chunk for every core is split across the cores."""
-    threads = int(getattr(ren, "threads", 1))
-    if threads <= 1:
-        return ast
+def thread_axis(ast: UOp, threads: int) -> int | None:
+    """The output axis a kernel is split across ``threads`` cores on: the one whose chunks come out most even (its
+    loop count after the register tile is a multiple of the cores, or long enough that the last chunk's shortfall is
+    small), the outermost of equals; None when no axis has a chunk for every core. A matmul of 24 rows in tiles of 8
+    splits its columns (3 row tiles would leave one core idle a third of the time), decode's one row its columns."""
+    best: tuple[float, int] | None = None
     for i, r in enumerate(output_axes(ast)):
         n = _size(r)
-        if n is not None and n >= threads:
-            return _try(ast, opts, Opt(OptOps.THREAD, i, threads), ren)
-    return ast
+        if n is None or n < threads:
+            continue
+        even = n / (-(-n // threads) * threads)
+        if best is None or even > best[0] + 1e-9:
+            best = (even, i)
+    return None if best is None else best[1]
+
+
+def _pick_thread(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
+    """CPU-style: the output axis ``thread_axis`` picks is split across the cores."""
+    threads = int(getattr(ren, "threads", 1))
+    axis = thread_axis(ast, threads) if threads > 1 else None
+    return ast if axis is None else _try(ast, opts, Opt(OptOps.THREAD, axis, threads), ren)
 
 
 #: reduce length from which a register-tiled matmul's strip of B no longer stays in L1 across row tiles

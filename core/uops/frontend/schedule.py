@@ -348,6 +348,28 @@ def _lower_reduce(n: UOp) -> UOp | None:
 lower_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="n"), _lower_reduce), *merge_views.rules])
 
 
+#: elementwise ops a reduction's result may pass through on its way into another kernel's reduction and still be
+#: computed by the reduction's own kernel (its epilogue)
+_EPILOGUE_OPS = GroupOp.ALU | {Ops.CAST}
+
+
+def _user_counts(roots: list[UOp]) -> dict[UOp, int]:
+    """How many nodes of the graph (and roots) use each node's value (a VIEW's later sources are autograd's record
+    of the movements, not uses)."""
+    users: dict[UOp, int] = {r: 1 for r in roots}
+    seen: set[UOp] = set()
+    todo = list(roots)
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        for s in u.src[:1] if u.op is Ops.VIEW else u.src:
+            users[s] = users.get(s, 0) + 1
+            todo.append(s)
+    return users
+
+
 def _find_realize_set(roots: list[UOp]) -> list[UOp]:
     """The nodes that become buffers, dependencies first."""
     R: set[UOp] = set()
@@ -361,40 +383,46 @@ def _find_realize_set(roots: list[UOp]) -> list[UOp]:
             R.add(n)
             if not _full_contiguous_buffer(n.src[0]):
                 R.add(n.src[0])
+    users = _user_counts(roots)
     while True:
         reach: dict[UOp, set[UOp]] = {}
         added = False
         for k in list(R):
             if k.op is Ops.COPY:
                 continue
-            stack: list[tuple[UOp, bool, bool]] = [(k, False, False)]
-            seen: set[tuple[UOp, bool, bool]] = set()
+            # top: the elementwise node that a reduction reached below it through private elementwise ops is realized
+            # as, so the reduction's epilogue (a matmul's bias and relu) stays in its own kernel, not in every load
+            stack: list[tuple[UOp, bool, bool, UOp | None]] = [(k, False, False, None)]
+            seen: set[tuple[UOp, bool, bool, UOp | None]] = set()
             while stack:
                 item = stack.pop()
                 if item in seen:
                     continue
                 seen.add(item)
-                n, in_reduce, expanded = item
+                n, in_reduce, expanded, top = item
                 if (n in R and n is not k) or n.op in (Ops.BUFFER, Ops.CONST):
                     continue
                 if n.op is Ops.REDUCE_AXIS:
                     if n is k:
-                        stack.append((n.src[0], True, False))
+                        stack.append((n.src[0], True, False, None))
                         continue
                     if in_reduce or expanded:
-                        R.add(n)
+                        R.add(n if top is None or users.get(n, 0) != 1 else top)
                         added = True
                         continue
                     reach.setdefault(n, set()).add(k)
-                    stack.append((n.src[0], True, False))
+                    stack.append((n.src[0], True, False, None))
                     continue
                 if n.op is Ops.VIEW:
-                    stack.append((n.src[0], in_reduce, expanded or n.arg.expands))
+                    keep = top if not n.arg.expands and users.get(n, 0) == 1 else None
+                    stack.append((n.src[0], in_reduce, expanded or n.arg.expands, keep))
                     continue
                 if n.op is Ops.INDEX:  # a gather may read one element many times, like an expand
-                    stack.extend(((n.src[0], in_reduce, True), (n.src[1], in_reduce, expanded)))
+                    stack.extend(((n.src[0], in_reduce, True, None), (n.src[1], in_reduce, expanded, None)))
                     continue
-                stack.extend((s, in_reduce, expanded) for s in n.src)
+                epilogue = n is not k and (in_reduce or expanded) and n.op in _EPILOGUE_OPS and users.get(n, 0) == 1
+                below = (n if top is None else top) if epilogue else None
+                stack.extend((s, in_reduce, expanded, below) for s in n.src)
         for n, ks in reach.items():
             if len(ks) > 1 and n not in R:
                 R.add(n)
