@@ -130,9 +130,15 @@ def test_threading_splits_the_axis_with_even_chunks(monkeypatch: pytest.MonkeyPa
     assert Opt(T, 1, 2) in skinny, skinny
     tall = hand_coded_opts(matmul(4096, 8, 4096)[0], ren)
     assert Opt(T, 0, 2) in tall, tall
+    # a packed tile splits its column tiles when they share out as evenly as the rows (each core packs its strips)
+    square = hand_coded_opts(matmul(1024, 1024, 1024)[0], ren)
+    assert Opt(T, 1, 2) in square and square[-1] == Opt(P, 1, 0), square
+    odd = hand_coded_opts(matmul(1023, 1031, 1025)[0], ren)  # 33 column tiles split unevenly, 128 row tiles do not
+    assert Opt(T, 0, 2) in odd, odd
     assert not any(o.op is T for o in hand_coded_opts(matmul(33, 77, 1000)[0], ren))
     tiled = apply_opts(matmul(24, 4096, 64)[0], [Opt(U, 0, 8), Opt(U, 1, 32)], ren)
     assert thread_axis(tiled, 2) == 1 and thread_axis(tiled, 3) == 0 and thread_axis(tiled, 200) is None
+    assert thread_axis(tiled, 3, prefer=1) == 0  # a preference only breaks ties
 
 
 def test_packing_and_blocks_only_where_they_pay() -> None:
