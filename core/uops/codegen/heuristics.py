@@ -325,7 +325,8 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
         tiled and red_len >= PACK_MIN_REDUCE and red_len * n_elems // max(1, _size(outs[-2]) or 1) * 4 >= PACK_MIN_BYTES
     )
     if work >= (GEMM_THREAD_MIN_WORK if tiled else THREAD_MIN_WORK) and not streamed:
-        ast = _pick_thread(ast, opts, ren, len(outs) - 1 if packs else None)
+        # a tiled matmul's chunks copy nothing twice when each packs its own column strips (or nothing is packed)
+        ast = _pick_thread(ast, opts, ren, len(outs) - 1 if packs else None, GEMM_CHUNKS_PER_CORE if tiled else 1)
     if not tiled or red_len * n_elems // max(1, _size(outs[-2]) or 1) * 4 >= PACK_MIN_BYTES:  # B: K x N
         # a BLOCKed reduction adds to its outputs, so an overlapped tile would be masked instead: 10x slower
         exact = all((_size(outs[o.axis]) or 0) % o.amount == 0 for o in opts if o.op is OptOps.UPCAST)
@@ -377,11 +378,24 @@ def thread_axis(ast: UOp, threads: int, prefer: int | None = None) -> int | None
     return None if best is None else best[1]
 
 
-def _pick_thread(ast: UOp, opts: list[Opt], ren: Renderer, prefer: int | None = None) -> UOp:
-    """CPU-style: the output axis ``thread_axis`` picks is split across the cores."""
+#: chunks per core of a register-tiled matmul whose chunks copy nothing twice: the workers claim them as they come
+#: free, so a core that another process holds for a while costs its share of chunks, not half the kernel (the MLP's
+#: 512x1024x4096 on the shared 2-core Xeon, alternating rounds: 8 chunks 1.4-1.6x faster while the machine was busy,
+#: the same time while it was quiet)
+GEMM_CHUNKS_PER_CORE = 4
+
+
+def _pick_thread(ast: UOp, opts: list[Opt], ren: Renderer, prefer: int | None = None, per_core: int = 1) -> UOp:
+    """CPU-style: the output axis ``thread_axis`` picks is split across the cores, in ``per_core`` chunks per core
+    where the axis has that many (given a ``prefer``red axis, only that one gets more than one)."""
     threads = int(getattr(ren, "threads", 1))
     axis = thread_axis(ast, threads, prefer) if threads > 1 else None
-    return ast if axis is None else _try(ast, opts, Opt(OptOps.THREAD, axis, threads), ren)
+    if axis is None:
+        return ast
+    chunks = threads * per_core if prefer is None or axis == prefer else threads
+    if (_size(output_axes(ast)[axis]) or 0) < chunks:
+        chunks = threads
+    return _try(ast, opts, Opt(OptOps.THREAD, axis, chunks), ren)
 
 
 #: reduce length from which a register-tiled matmul's strip of B no longer stays in L1 across row tiles
