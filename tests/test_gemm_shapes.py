@@ -84,10 +84,14 @@ def test_odd_and_skinny_matmuls_on_the_emulated_backends(device: str, m: int, n:
 
 
 def test_the_register_tile_fills_the_vector_registers() -> None:
-    """AVX-512: an 8x32 tile (16 zmm accumulators); AVX2: 4x16 (8 ymm). Neither unrolls the reduction on top of the
-    tile (more accumulators than registers spill: 33x1000x77 ran 16x slower with an UNROLL of 4)."""
-    for vector_bytes, tile in ((64, [Opt(U, 0, 8), Opt(U, 1, 32)]), (32, [Opt(U, 0, 4), Opt(U, 1, 16)])):
-        for m, n, k in ((1024, 1024, 1024), (33, 77, 1000), (512, 4096, 1024)):
+    """AVX-512: 16 zmm accumulators, 4x64 where the rows are many and a 64-column strip of B packs whole, else 8x32;
+    AVX2: 4x16 (8 ymm). Neither unrolls the reduction on top of the tile (more accumulators than registers spill:
+    33x1000x77 ran 16x slower with an UNROLL of 4)."""
+    flat, tall, avx2 = [Opt(U, 0, 4), Opt(U, 1, 64)], [Opt(U, 0, 8), Opt(U, 1, 32)], [Opt(U, 0, 4), Opt(U, 1, 16)]
+    shapes = {(1024, 1024, 1024): flat, (512, 4096, 1024): flat, (1023, 1031, 1025): flat, (33, 77, 1000): tall,
+              (512, 1024, 4096): tall, (8, 4096, 4096): tall}  # fmt: skip
+    for (m, n, k), wide in shapes.items():
+        for vector_bytes, tile in ((64, wide), (32, avx2)):
             opts = hand_coded_opts(matmul(m, n, k)[0], _cpu(vector_bytes))
             assert opts[:2] == tile, (vector_bytes, m, n, k, opts)
             assert not any(o.op is R for o in opts), opts
@@ -170,6 +174,6 @@ def test_mlp_is_two_kernels_with_bias_and_relu_fused_and_tiled() -> None:
     assert all(v.op is Ops.MAX or any(u.op is Ops.MAX for u in v.toposort()) for v in stored)  # relu in the store
     assert any(u.op is Ops.REDUCE for u in first.toposort())
     opts = hand_coded_opts(first, _cpu(64))
-    assert opts[:2] == [Opt(U, 0, 8), Opt(U, 1, 32)], opts
+    assert opts[:2] == [Opt(U, 0, 4), Opt(U, 1, 64)], opts
     want = np.maximum(x.astype(np.float64) @ w1 + b1, 0) @ w2 + b2
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-3)
