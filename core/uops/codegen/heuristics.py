@@ -6,7 +6,11 @@ The choices read the kernel's shapes and the strides of its loads along each axi
   loop over the whole axis first, on every target: the row's reductions then run once per row, not per element;
 - an output axis along which some load is broadcast (stride 0) inside a reduction is upcast:
   each loaded value is reused by every lane (matmul: rows reuse B, columns reuse A, giving a
-  register tile); the contiguous one gets the most lanes so the compiler can vectorize it;
+  register tile); the contiguous one gets the most lanes so the compiler can vectorize it, sized to the
+  target's vector registers (``_register_tile``: 4x16 on AVX2, 8x32 or 4x64 on AVX-512), and a register-tiled matmul
+  is threaded, swapped and packed only where it is big enough to pay for it;
+- which input's layout decides the loop order is the one that varies with the outputs (``_streamed``): a
+  vector-matrix product (LLM decode) is a strided reduction over the matrix, not a row reduction of the vector;
 - an output axis that the reduction's loads walk with stride 1 while the reduce axis strides
   (a sum over axis 0) becomes an INNER loop on CPU (each pass streams whole rows into an array of
   accumulators), or is upcast when a register tile is already there, so each pass reads whole cache lines;
@@ -32,6 +36,7 @@ from collections.abc import Callable
 
 from uops.codegen.lowerer import LANEWISE_OPS
 from uops.codegen.opt import (
+    MAX_PACK_BYTES,
     Opt,
     OptError,
     OptOps,
@@ -119,14 +124,66 @@ def _divisor(size: int, choices: tuple[int, ...]) -> int | None:
 TILE_WASTE = 1 / 8
 
 
-def _tile(size: int, choices: tuple[int, ...]) -> int | None:
+#: the share a CPU register tile may recompute: a wider tile's FMAs per load pay for more (33x1000x77, alternating
+#: rounds on the 2-core Xeon: an 8x32 tile over 40x96 outputs 0.060 ms, the 4x16 tile over 36x80 0.079 ms)
+REGISTER_TILE_WASTE = 1 / 4
+#: work (outputs x reduce length) below which a register-tiled matmul stays on one core: 33x1000x77 ran in 0.079 ms
+#: alone and 0.104 ms split in two (waking the workers costs more than the half of the FMAs saves)
+GEMM_THREAD_MIN_WORK = 1 << 23
+#: bytes of B below which a register-tiled matmul is neither SWAPped nor PACKed: B stays in L2 (33x1000x77:
+#: 0.074 ms plain, 0.092 ms packed)
+PACK_MIN_BYTES = 1 << 20
+
+
+def _tile(size: int, choices: tuple[int, ...], waste: float = TILE_WASTE) -> int | None:
     """The widest register tile for an axis of ``size``: one that divides it, or one whose last tile overlaps
     (masked) the one before it by at most ``TILE_WASTE`` of the axis (1000 columns: 16, 8 recomputed). Timed on
     the shared 2-core EPYC: a masked 4x16 tile runs 1009^3 at 1024^3's GFLOP/s, no tile at all 100x slower."""
     for c in choices:
-        if c <= size and (size % c == 0 or -(-size // c) * c - size <= size * TILE_WASTE):
+        if c <= size and (size % c == 0 or -(-size // c) * c - size <= size * waste):
             return c
     return None
+
+
+#: vector registers of a CPU whose widest vector is 64 bytes (AVX-512: 32 zmm) or less (AVX2: 16 ymm)
+_WIDE_REGISTERS, _REGISTERS = 32, 16
+
+
+def _register_tile(ren: Renderer) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """(lanes, column tiles, row tiles) of a CPU register tile: half the vector registers hold accumulators, the
+    rest the loaded row of B and the broadcast A. The contiguous axis takes two vectors at most (each broadcast of A
+    then feeds two FMAs), the rows the rest: on AVX-512 an 8x32 tile of 16 zmm. Timed on the 2-core Xeon
+    (1024^3, alternating rounds): 8x32 in zmm 147 GFLOP/s, 12x32 146, 4x32 130, the AVX2 4x16 tile 58."""
+    width = max(1, ren.vector_max_bytes // 4)  # float32 lanes of one register
+    regs = _WIDE_REGISTERS if ren.vector_max_bytes >= 64 else _REGISTERS
+    lanes = max(CPU_LANES, regs // 2 * width)
+    cols = tuple(c for c in (2 * width, width, 16, 8, 4, 2) if c <= 2 * width)
+    rows = (8, 4, 2) if lanes > CPU_LANES else (4, 2)
+    return lanes, tuple(dict.fromkeys(cols)), rows
+
+
+#: rows of a matmul from which a 4x64 tile beats 8x32 on AVX-512 (fewer rows of A in flight, each broadcast feeding
+#: four FMAs): timed on the 2-core Xeon, alternating rounds, 512x1024x4096 1.34x and 1024^3 1.16x faster. Fewer rows
+#: keep 8x32, so B streams once (decode with a batch of 8)
+FLAT_TILE_MIN_ROWS = 16
+
+
+def _flat_tile(
+    rows: tuple[int, ...], cols: tuple[int, ...], budget: int, order: list[tuple[int, UOp]], red_len: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(row tiles, column tiles) of a 2-D CPU register tile: on a 512-lane-vector target (budget 256) a tile of 4
+    rows by four vectors where the rows are many, the columns fill four vectors (see ``_tile``) and a strip of B of
+    64 columns still packs whole (``MAX_PACK_BYTES``; a bigger strip would need BLOCK, which an epilogue forbids)."""
+    n_rows, n_cols = _size(order[0][1]) or 0, _size(order[1][1]) or 0
+    wide = 2 * max(cols)  # four vectors: the column choices go up to two
+    if (
+        budget >= 256
+        and n_rows >= FLAT_TILE_MIN_ROWS
+        and _tile(n_cols, (wide,), REGISTER_TILE_WASTE) == wide
+        and red_len * wide * 4 <= MAX_PACK_BYTES
+    ):
+        return (4, 2), (wide, *cols)
+    return rows, cols
 
 
 def _try(ast: UOp, opts: list[Opt], opt: Opt, ren: Renderer) -> UOp:
@@ -195,6 +252,13 @@ def _vector_sum(ast: UOp) -> bool:
     return bool(reds)
 
 
+def _streamed(loads: list[UOp], outs: list[UOp]) -> list[UOp]:
+    """The loads that read another element for each output (a matrix), not one value shared by all of them (the
+    vector of a vector-matrix product): how the kernel's big input is laid out decides its loop order."""
+    varying = [x for x in loads if any(stride(x, o) != 0 for o in outs)]
+    return varying or loads
+
+
 def _one_core_stream(ast: UOp, elems: int) -> bool:
     """Whether a streamed reduction reading ``elems`` elements stays on one core (see ``STREAM_THREAD_MIN_WORK``):
     it is small enough for L3 and every reduction of ``ast`` reduces plain loads (memory traffic only)."""
@@ -241,7 +305,7 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
     red_len = math.prod(s for r in reds if (s := _size(r)) is not None)
     n_elems = math.prod(s for r in outs if (s := _size(r)) is not None)
     lanes = looped = 1
-    rows_streamed = False
+    rows_streamed = tiled = False
     if reds:
         # register tile: output axes whose loads are reused across lanes, the contiguous one widest
         reuse = [
@@ -251,15 +315,21 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
         ]
         contiguous = {i for i, r in enumerate(outs) if any(stride(x, r) == 1 for x in loads)}
         order = sorted(reuse, key=lambda ir: ir[0] in contiguous)
+        budget, col_tiles, row_tiles = _register_tile(ren)
+        if not gpu and len(order) == 2 and order[1][0] in contiguous:
+            row_tiles, col_tiles = _flat_tile(row_tiles, col_tiles, budget, order, red_len)
         for i, r in order:
             size = _size(r) or 1
-            want = (16, 8, 4, 2) if i in contiguous and not gpu else (4, 2)
-            amt = _tile(size, tuple(a for a in want if lanes * a <= CPU_LANES))
+            want = col_tiles if i in contiguous and not gpu else (4, 2) if gpu else row_tiles
+            amt = _tile(
+                size, tuple(a for a in want if lanes * a <= budget), REGISTER_TILE_WASTE if not gpu else TILE_WASTE
+            )
             if amt is not None:
                 before = len(opts)
                 ast = _try(ast, opts, Opt(OptOps.UPCAST, i, amt), ren)
                 lanes *= amt if len(opts) > before else 1
-        red_contig = any(stride(x, r) == 1 for x in loads for r in reds)
+        tiled = sum(1 for o in opts if o.op is OptOps.UPCAST) >= 2
+        red_contig = any(stride(x, r) == 1 for x in _streamed(loads, outs) for r in reds)
         if red_contig and not gpu and lanes == 1 and red_len >= ROWS_MIN_REDUCE and _vector_sum(ast):
             ast, lanes = _row_streams(ast, opts, ren, loads)
             rows_streamed = lanes > 1
@@ -284,8 +354,9 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
         else:
             first = lanes
             for j, r in enumerate(reds):
-                if any(stride(x, r) == 1 for x in loads) and first < CPU_LANES:
-                    amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if first * a <= CPU_LANES))
+                # a 2-D register tile's FMAs are independent already: more accumulators only spill (16x slower)
+                if any(stride(x, r) == 1 for x in _streamed(loads, outs)) and first < budget and not tiled:
+                    amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if first * a <= budget))
                     if amt is not None and (_size(r) or 0) >= 4 * amt:
                         before = len(opts)
                         ast = _try(ast, opts, Opt(OptOps.UNROLL, j, amt), ren)
@@ -298,9 +369,16 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
     work = math.prod(s for r in output_axes(ast) if (s := _size(r)) is not None) * max(red_len, 1) * lanes * looped
     # a streamed reduction: outputs x reduce length (counted before the opts) elements, each read once
     streamed = (looped > 1 or rows_streamed) and _one_core_stream(ast, n_elems * max(red_len, 1))
-    if work >= THREAD_MIN_WORK and not streamed:
-        ast = _pick_thread(ast, opts, ren)
-    _tile_loop_order(ast, opts, ren, red_len)
+    packs = (
+        tiled and red_len >= PACK_MIN_REDUCE and red_len * n_elems // max(1, _size(outs[-2]) or 1) * 4 >= PACK_MIN_BYTES
+    )
+    if work >= (GEMM_THREAD_MIN_WORK if tiled else THREAD_MIN_WORK) and not streamed:
+        # a tiled matmul's chunks copy nothing twice when each packs its own column strips (or nothing is packed)
+        ast = _pick_thread(ast, opts, ren, len(outs) - 1 if packs else None, GEMM_CHUNKS_PER_CORE if tiled else 1)
+    if not tiled or red_len * n_elems // max(1, _size(outs[-2]) or 1) * 4 >= PACK_MIN_BYTES:  # B: K x N
+        # a BLOCKed reduction adds to its outputs, so an overlapped tile would be masked instead: 10x slower
+        exact = all((_size(outs[o.axis]) or 0) % o.amount == 0 for o in opts if o.op is OptOps.UPCAST)
+        _tile_loop_order(ast, opts, ren, red_len, exact)
     return opts
 
 
@@ -330,16 +408,42 @@ def _pick_local(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
     return ast
 
 
-def _pick_thread(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
-    """CPU-style: the first output axis with a chunk for every core is split across the cores."""
-    threads = int(getattr(ren, "threads", 1))
-    if threads <= 1:
-        return ast
+def thread_axis(ast: UOp, threads: int, prefer: int | None = None) -> int | None:
+    """The output axis a kernel is split across ``threads`` cores on: the one whose chunks come out most even (its
+    loop count after the register tile is a multiple of the cores, or long enough that the last chunk's shortfall is
+    small), the outermost of equals; None when no axis has a chunk for every core. A matmul of 24 rows in tiles of 8
+    splits its columns (3 row tiles would leave one core idle a third of the time), decode's one row its columns.
+    ``prefer`` wins a tie: a packed matmul's column tiles, so each core copies only its own strips of B (the MLP's
+    512x1024x4096 timed 1.23x faster split by columns than by rows)."""
+    best: tuple[float, int] | None = None
     for i, r in enumerate(output_axes(ast)):
         n = _size(r)
-        if n is not None and n >= threads:
-            return _try(ast, opts, Opt(OptOps.THREAD, i, threads), ren)
-    return ast
+        if n is None or n < threads:
+            continue
+        even = n / (-(-n // threads) * threads)
+        if best is None or even > best[0] + 1e-9 or (i == prefer and even >= best[0] - 1e-9):
+            best = (even, i)
+    return None if best is None else best[1]
+
+
+#: chunks per core of a register-tiled matmul whose chunks copy nothing twice: the workers claim them as they come
+#: free, so a core that another process holds for a while costs its share of chunks, not half the kernel (the MLP's
+#: 512x1024x4096 on the shared 2-core Xeon, alternating rounds: 8 chunks 1.4-1.6x faster while the machine was busy,
+#: the same time while it was quiet)
+GEMM_CHUNKS_PER_CORE = 4
+
+
+def _pick_thread(ast: UOp, opts: list[Opt], ren: Renderer, prefer: int | None = None, per_core: int = 1) -> UOp:
+    """CPU-style: the output axis ``thread_axis`` picks is split across the cores, in ``per_core`` chunks per core
+    where the axis has that many (given a ``prefer``red axis, only that one gets more than one)."""
+    threads = int(getattr(ren, "threads", 1))
+    axis = thread_axis(ast, threads, prefer) if threads > 1 else None
+    if axis is None:
+        return ast
+    chunks = threads * per_core if prefer is None or axis == prefer else threads
+    if (_size(output_axes(ast)[axis]) or 0) < chunks:
+        chunks = threads
+    return _try(ast, opts, Opt(OptOps.THREAD, axis, chunks), ren)
 
 
 #: reduce length from which a register-tiled matmul's strip of B no longer stays in L1 across row tiles
@@ -360,7 +464,7 @@ PACK_MIN_REDUCE = 512
 PACK_BLOCKS = (1024, 512, 256)
 
 
-def _pack_tile(ast: UOp, opts: list[Opt], ren: Renderer, rows: int, cols: int) -> bool:
+def _pack_tile(ast: UOp, opts: list[Opt], ren: Renderer, rows: int, cols: int, may_block: bool = True) -> bool:
     """Column tiles outermost (SWAP) and the input that does not depend on the rows (a matmul's B) copied into one
     contiguous panel per column tile (PACK), read from L1 by every row tile; the reduction is BLOCKed only where
     a whole strip does not fit the PACK buffer. Appends to ``opts`` and returns True when it applies. Timed on the
@@ -370,7 +474,7 @@ def _pack_tile(ast: UOp, opts: list[Opt], ren: Renderer, rows: int, cols: int) -
     k = _size(reds[0]) if len(reds) == 1 else None
     # a block that divides the reduction first: a masked last block gates the loads inside the tile's loop
     exact = tuple(k // n for n in range(2, 9) if k is not None and k % n == 0 and k // n >= min(PACK_BLOCKS))
-    for block in (None, *exact, *PACK_BLOCKS):
+    for block in (None, *exact, *PACK_BLOCKS) if may_block else (None,):
         trial, cur = list(opts), ast
         if block is not None:
             cur = _try(cur, trial, Opt(OptOps.BLOCK, 0, block), ren)
@@ -389,23 +493,24 @@ def _pack_tile(ast: UOp, opts: list[Opt], ren: Renderer, rows: int, cols: int) -
     return False
 
 
-def _tile_loop_order(ast: UOp, opts: list[Opt], ren: Renderer, red_len: int) -> None:
+def _tile_loop_order(ast: UOp, opts: list[Opt], ren: Renderer, red_len: int, may_block: bool = True) -> None:
     """Column tiles outermost for a 2-D register tile over a long reduction (appended to ``opts``): each
     strip of B is then read from cache by every row tile instead of all of B streaming once per row tile.
-    Applied after THREAD, so the cores still split the rows. From ``PACK_MIN_REDUCE`` each strip is also packed
-    (``_pack_tile``); where PACK does not apply, a reduction of ``BLOCK_MIN_REDUCE`` or more is cut into blocks
-    of ``BLOCK_ROWS`` rows of B (BLOCK) instead, each block's partial sums added to the output: timed at 1024^3
-    and 2048^3 without packing, blocks in the default loop order beat both SWAP and SWAP with blocks."""
+    Applied after THREAD (a packed tile splits its column tiles across the cores, each copying its own strips).
+    From ``PACK_MIN_REDUCE`` each strip is also packed (``_pack_tile``); where PACK does not apply, a reduction
+    of ``BLOCK_MIN_REDUCE`` or more is cut into blocks of ``BLOCK_ROWS`` rows of B (BLOCK) instead, each block's
+    partial sums added to the output: timed at 1024^3 and 2048^3 without packing, blocks in the default loop order
+    beat both SWAP and SWAP with blocks."""
     outs = output_axes(ast)
     if red_len < TILE_ORDER_MIN_REDUCE or len(outs) < 2:
         return
     rows, cols = len(outs) - 2, len(outs) - 1
     upcast = {o.axis for o in opts if o.op is OptOps.UPCAST}
     if {rows, cols} <= upcast and all((_size(outs[i]) or 0) >= 2 for i in (rows, cols)):
-        if red_len >= PACK_MIN_REDUCE and _pack_tile(ast, opts, ren, rows, cols):
+        if red_len >= PACK_MIN_REDUCE and _pack_tile(ast, opts, ren, rows, cols, may_block):
             return
         reds = reduce_axes(ast)
-        if red_len >= BLOCK_MIN_REDUCE and len(reds) == 1 and (_size(reds[0]) or 0) > BLOCK_ROWS:
+        if may_block and red_len >= BLOCK_MIN_REDUCE and len(reds) == 1 and (_size(reds[0]) or 0) > BLOCK_ROWS:
             before = len(opts)
             _try(ast, opts, Opt(OptOps.BLOCK, 0, BLOCK_ROWS), ren)
             if len(opts) > before:

@@ -535,8 +535,15 @@ def vectorize_memory(sink: UOp, ren: Renderer) -> UOp:
     # a load ordered after other vectorized lanes (an accumulator read after its loop) sees the rebuilt loop
     lane_of: dict[UOp, tuple[int, int]] = {}
     runs: list[tuple[list[UOp], UOp | None, int, Any]] = []
-    for (_, _, base, dt), by_off in load_groups.items():
-        ok = tuple(x for x in widths if ren.vector_ok(dt.vec(x)))
+    planned = {
+        key: _vector_runs(list(by_off), key[2], tuple(x for x in widths if ren.vector_ok(key[3].vec(x))),
+                          not ren.unaligned_vectors)
+        for key, by_off in load_groups.items()
+    }  # fmt: skip
+    reg_widths = _register_widths(widths, [w for key, rs in planned.items() if not _in_registers(key) for _, w in rs])
+    for key, by_off in load_groups.items():
+        base, dt = key[2], key[3]
+        ok = tuple(x for x in (reg_widths if _in_registers(key) else widths) if ren.vector_ok(dt.vec(x)))
         for first, w in _vector_runs(list(by_off), base, ok, not ren.unaligned_vectors):
             lanes = [by_off[first + k] for k in range(w)]
             lane_of.update({ld: (len(runs), k) for k, ld in enumerate(lanes)})
@@ -557,7 +564,7 @@ def vectorize_memory(sink: UOp, ren: Renderer) -> UOp:
             continue
         new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
         if u.op in (Ops.SINK, Ops.END):
-            new = _vectorize_stores(new, ren, widths, {memo[s] for s in u.src if users.get(s, 0) > 1})
+            new = _vectorize_stores(new, ren, widths, {memo[s] for s in u.src if users.get(s, 0) > 1}, reg_widths)
         memo[u] = new
         if new is not u:
             changed[u] = new
@@ -578,15 +585,33 @@ def _vector_load(
     return UOp(Ops.LOAD, vdt, src)
 
 
-def _vectorize_stores(block: UOp, ren: Renderer, widths: tuple[int, ...], shared: set[UOp]) -> UOp:
-    """The STOREs among ``block``'s sources combined into vector stores where they line up (see above)."""
+def _in_registers(key: tuple[Any, ...]) -> bool:
+    buf = key[0].src[0] if key[0].op is Ops.AFTER else key[0]
+    return bool(buf.op is Ops.DEFINE_REG)
+
+
+def _register_widths(widths: tuple[int, ...], memory: list[int]) -> tuple[int, ...]:
+    """The widths of accumulator accesses: none wider than the kernel's widest vector access of memory, so an
+    accumulator update stays one vector op (eight rows of float8 loads do not pair into float16 accumulators,
+    whose lanes would then be added one by one)."""
+    widest = max(memory, default=1)
+    return widths if widest < 2 else tuple(w for w in widths if w <= widest)
+
+
+def _vectorize_stores(
+    block: UOp, ren: Renderer, widths: tuple[int, ...], shared: set[UOp], reg_widths: tuple[int, ...] | None = None
+) -> UOp:
+    """The STOREs among ``block``'s sources combined into vector stores where they line up (see above);
+    accumulator stores at ``reg_widths``."""
     groups: dict[tuple[Any, ...], dict[int, UOp]] = {}
     for s in block.src:
         if s.op is Ops.STORE and s not in shared and (key := _vector_key(s.src[0], s.src[1].dtype, ren)) is not None:
             groups.setdefault(key, {}).setdefault(_base_offset(s.src[0].src[1])[1], s)
     replaced: dict[UOp, UOp | None] = {}
-    for (_, _, base, dt), by_off in groups.items():
-        ok = tuple(x for x in widths if ren.vector_ok(dt.vec(x)))
+    for key, by_off in groups.items():
+        base, dt = key[2], key[3]
+        use = reg_widths if reg_widths is not None and _in_registers(key) else widths
+        ok = tuple(x for x in use if ren.vector_ok(dt.vec(x)))
         for first, w in _vector_runs(list(by_off), base, ok, not ren.unaligned_vectors):
             lanes = [by_off[first + k] for k in range(w)]
             values = [st.src[1] for st in lanes]

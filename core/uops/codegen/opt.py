@@ -98,7 +98,7 @@ MAX_LANES = 256
 #: the most accumulators an INNER loop may keep (all reductions and lanes together): 32 KiB of float32
 MAX_INNER_ACCS = 8192
 #: the largest PACK buffer on a renderer that declares no local memory (a CPU kernel's stack array)
-MAX_PACK_BYTES = 128 * 1024
+MAX_PACK_BYTES = 512 * 1024
 #: workgroup limits for GPU-style renderers that declare none (the PYTHON interpreter)
 _DEFAULT_LOCAL_MAX = (1024, 1024, 64)
 _DEFAULT_LOCAL_THREADS = 1024

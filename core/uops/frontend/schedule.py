@@ -384,7 +384,7 @@ def _fuses_rows(device: str) -> bool:
 #: a row value)
 HEAD = "head"
 _Row = bool | str | None
-_WalkItem = tuple[UOp, bool, bool, _Row]
+_WalkItem = tuple[UOp, bool, bool, _Row, UOp | None]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -479,6 +479,28 @@ class _RowFusion:
         return True
 
 
+#: elementwise ops a reduction's result may pass through on its way into another kernel's reduction and still be
+#: computed by the reduction's own kernel (its epilogue)
+_EPILOGUE_OPS = GroupOp.ALU | {Ops.CAST}
+
+
+def _user_counts(roots: list[UOp]) -> dict[UOp, int]:
+    """How many nodes of the graph (and roots) use each node's value (a VIEW's later sources are autograd's record
+    of the movements, not uses)."""
+    users: dict[UOp, int] = {r: 1 for r in roots}
+    seen: set[UOp] = set()
+    todo = list(roots)
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        for s in u.src[:1] if u.op is Ops.VIEW else u.src:
+            users[s] = users.get(s, 0) + 1
+            todo.append(s)
+    return users
+
+
 def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
     """The nodes that become buffers, dependencies first."""
     R: set[UOp] = set()
@@ -497,6 +519,7 @@ def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
         elif n.op is Ops.BUFFER:
             devices.add(n.arg[0])
     fuse = all(_fuses_rows(d) for d in devices)  # a row fuses where every device of the graph fuses rows
+    users = _user_counts(roots)
     while True:
         reach: dict[UOp, set[UOp]] = {}
         added = False
@@ -505,41 +528,46 @@ def _find_realize_set(roots: list[UOp], default_device: str) -> list[UOp]:
                 continue
             rows = _RowFusion(k, fuse)
             head = rows.head
-            stack: list[_WalkItem] = [(k, False, False, rows.start())]
+            # top: the elementwise node that a reduction reached below it through private elementwise ops is realized
+            # as, so the reduction's epilogue (a matmul's bias and relu) stays in its own kernel, not in every load
+            stack: list[_WalkItem] = [(k, False, False, rows.start(), None)]
             seen: set[_WalkItem] = set()
             while stack:
                 item = stack.pop()
                 if item in seen:
                     continue
                 seen.add(item)
-                n, in_reduce, expanded, row = item
+                n, in_reduce, expanded, row, top = item
                 if (n in R and n is not k) or n.op in (Ops.BUFFER, Ops.CONST):
                     continue
                 if n.op is Ops.REDUCE_AXIS:
                     if n is head:
-                        stack.append((n.src[0], True, False, row))
+                        stack.append((n.src[0], True, False, row, None))
                         continue
                     inner_row = rows.reduce(n, row)
                     if inner_row is None and (in_reduce or expanded or row is False):
-                        R.add(n)
+                        R.add(n if top is None or users.get(n, 0) != 1 else top)
                         added = True
                         continue
                     reach.setdefault(n, set()).add(k)
-                    stack.append((n.src[0], True, False, inner_row))
+                    stack.append((n.src[0], True, False, inner_row, None))
                     continue
                 if n.op is Ops.VIEW:
                     below = row if n is k and head is not k else rows.view(n, row)
                     spread = expanded or row is False or (below is None and n.arg.expands)
-                    stack.append((n.src[0], in_reduce, spread if below is None else expanded, below))
+                    keep = top if not n.arg.expands and users.get(n, 0) == 1 else None
+                    stack.append((n.src[0], in_reduce, spread if below is None else expanded, below, keep))
                     continue
                 if n.op is Ops.INDEX:  # a gather may read one element many times, like an expand
                     spread = expanded or row is False
-                    stack.extend(((n.src[0], in_reduce, True, None), (n.src[1], in_reduce, spread, None)))
+                    stack.extend(((n.src[0], in_reduce, True, None, None), (n.src[1], in_reduce, spread, None, None)))
                     continue
+                epilogue = n is not k and (in_reduce or expanded) and n.op in _EPILOGUE_OPS and users.get(n, 0) == 1
+                up = (n if top is None else top) if epilogue else None
                 if n.op in GroupOp.ALU or n.op in (Ops.CAST, Ops.BITCAST) or n is k:
-                    stack.extend((s, in_reduce, expanded, row) for s in n.src)
+                    stack.extend((s, in_reduce, expanded, row, up) for s in n.src)
                 else:  # leaving a row value: what is below is read once per row element, as through an expand
-                    stack.extend((s, in_reduce, expanded or row is False, None) for s in n.src)
+                    stack.extend((s, in_reduce, expanded or row is False, None, up) for s in n.src)
         for n, ks in reach.items():
             if len(ks) > 1 and n not in R:
                 R.add(n)

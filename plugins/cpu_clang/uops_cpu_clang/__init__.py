@@ -33,9 +33,10 @@ def clang_path() -> str:
 
 
 def _renderer(arch: str | None) -> ClangRenderer:
-    from uops_cpu_clang.renderer import ClangRenderer
+    from uops_cpu_clang.renderer import ClangRenderer, host_vector_bytes
 
-    return ClangRenderer(arch or HOST_ARCH)
+    # the default target is this machine (the compiler's -march=native): its vector registers may be wider
+    return ClangRenderer(HOST_ARCH, vector_bytes=host_vector_bytes()) if arch is None else ClangRenderer(arch)
 
 
 def _compiler(arch: str | None) -> ClangCompiler:

@@ -25,6 +25,18 @@ from uops.plugin import (
 from uops_cpu_clang import HOST_ARCH
 
 
+def host_vector_bytes() -> int:
+    """The widest vector register of this CPU in bytes: 64 where it has AVX-512 (kernels are built -march=native,
+    where clang keeps 256-bit vectors unless a kernel asks for more), else 32."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            first = f.read(1 << 20).split("\n\n", 1)[0]
+    except OSError:
+        return 32
+    flags = next((ln.split(":", 1)[1].split() for ln in first.splitlines() if ln.startswith("flags")), [])
+    return 64 if "avx512f" in flags else 32
+
+
 def cpu_threads() -> int:
     """Worker threads for THREADed kernels: ``UOPS_THREADS``, else the cores this process may use."""
     return positive_int_from_env("UOPS_THREADS", usable_cores())
@@ -78,7 +90,7 @@ class ClangRenderer(CStyleRenderer):
     global_max = None
     local_max = None
     unsupported_dtypes = frozenset({dtypes.bfloat16})
-    vector_widths = (8, 4)
+    vector_widths: tuple[int, ...] = (8, 4)
     vector_max_bytes = 32  # one AVX register
     aligned_locals = True  # a PACK buffer is read with vector loads
     unaligned_vectors = True  # x86 vector moves take any address at the aligned speed
@@ -94,6 +106,12 @@ class ClangRenderer(CStyleRenderer):
         )
         + CStyleRenderer.string_rewrite
     )
+
+    def __init__(self, target: str | None = None, device: str | None = None, vector_bytes: int = 32) -> None:
+        """``vector_bytes``: the widest vector the kernels use (64 on an AVX-512 host, see ``host_vector_bytes``)."""
+        super().__init__(target, device)
+        if vector_bytes >= 64:
+            self.vector_widths, self.vector_max_bytes = (16, 8, 4), 64
 
     @property
     def threads(self) -> int:
@@ -121,5 +139,10 @@ class ClangRenderer(CStyleRenderer):
         if any(u.op is Ops.SPECIAL for u in uops):
             params = [*params, "int core_id"]
         head = "".join(f"{t}\n" for t in self.vector_typedefs(uops))
-        src = f"void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+        # clang splits vectors wider than 256 bits into halves unless the function asks for the wider registers
+        wide = self.vector_max_bytes >= 64 and any(
+            (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).nbytes >= 64 for u in uops
+        )
+        attr = "__attribute__((min_vector_width(512))) " if wide else ""
+        src = f"{attr}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
         return (_EXP2F if _EXP2F_NAME + "(" in src else "") + head + src
