@@ -18,6 +18,7 @@ from uops.codegen.program import get_program
 from uops.compiler import CompilerUnavailableError
 from uops.dtypes import DType, to_numpy
 from uops.plugins import Device
+from uops.renderer import Renderer
 from uops.runtime import Buffer
 from uops.testing import available_devices
 
@@ -113,30 +114,47 @@ def test_tree_levels_combine_every_partial_in_ceil_log2_levels() -> None:
         assert vals[0] == (1 << size) - 1, size
 
 
+def _combine(ren: Renderer, dt: DType, opts: list[Opt]) -> tuple[int, int, list[int]]:
+    """(barriers, shuffles, loop trip counts) of a grouped row sum lowered for ``ren``."""
+    uops = linearize(full_rewrite_to_sink(reduce_rows(4, 2048, "sum", dt), ren, opts)[0])
+    loops = [int(u.src[0].arg) for u in uops if u.op is Ops.RANGE]
+    return sum(u.op is Ops.BARRIER for u in uops), sum(u.op is Ops.SHUFFLE for u in uops), loops
+
+
 @pytest.mark.parametrize("device,arch", GPU_TARGETS)
-def test_rendered_combine_is_a_tree(device: str, arch: str) -> None:
-    """One barrier per level plus the one after the partials are stored, and no loop over the group's partials."""
+def test_rendered_combine_is_shuffles_or_a_tree(device: str, arch: str) -> None:
+    """A group of whole warps of 32-bit values: two butterflies of shuffles around one barrier. Other groups (16-bit
+    values, several rows per workgroup), and every group on a renderer without ``shuffle_width`` (the default
+    of a third-party dialect): a tree, one barrier per level plus one. Never a loop over the group's partials."""
     if device not in Device.names():
         pytest.skip(f"the {device} plugin is not installed")
     ren = Device[device].target(arch).renderer
-    uops = linearize(full_rewrite_to_sink(reduce_rows(4, 2048, "sum", dtypes.float32), ren, [Opt(G, 0, 256)])[0])
-    bars = sum(1 for u in uops if u.op is Ops.BARRIER)
-    assert bars == 1 + math.ceil(math.log2(256)), bars
-    loops = [u for u in uops if u.op is Ops.RANGE]
-    assert [int(u.src[0].arg) for u in loops] == [8], "the combine must not loop over the partials"
+    assert ren.shuffle_width == 32
+    assert _combine(ren, dtypes.float32, [Opt(G, 0, 256)]) == (1, 10, [8])
+    assert _combine(ren, dtypes.float32, [Opt(G, 0, 32)]) == (0, 5, [64])
+    levels = math.ceil(math.log2(256))
+    assert _combine(ren, dtypes.float16, [Opt(G, 0, 256)]) == (1 + levels, 0, [8])
+    assert _combine(ren, dtypes.float32, [Opt(L, 0, 2), Opt(G, 0, 128)]) == (1 + 7, 0, [16])
+    assert _combine(ren, dtypes.float32, [Opt(G, 0, 48)]) == (1 + 6, 0, [43])
+    portable = type("Portable", (type(ren),), {"shuffle_width": 0})(arch)
+    assert _combine(portable, dtypes.float32, [Opt(G, 0, 256)]) == (1 + levels, 0, [8])
+
+
+SHUFFLE_SPELLING = {"CUDA": "__shfl_xor_sync", "AMD": "__builtin_amdgcn_ds_swizzle", "METAL": "simd_shuffle_xor"}
 
 
 @pytest.mark.parametrize("device,arch", GPU_TARGETS)
 def test_real_gpu_compilers_accept_the_grouped_kernels(device: str, arch: str) -> None:
-    """NVRTC, clang for amdgcn and the Metal check compile a grouped sum and a grouped float16 min."""
+    """NVRTC, clang for amdgcn and the Metal check compile a grouped sum (shuffles) and a float16 min (a tree)."""
     if device not in Device.names():
         pytest.skip(f"the {device} plugin is not installed")
     target = Device[device].target(arch)
-    for m, n, kind, dt, opts in [(4, 2048, "sum", dtypes.float32, [Opt(G, 0, 256)]),
-                                 (3, 50, "min", dtypes.float16, [Opt(G, 0, 3)])]:  # fmt: skip
-        try:
-            spec = get_program(reduce_rows(m, n, kind, dt), target.renderer, target.compiler, opts)
-        except CompilerUnavailableError as e:
-            pytest.skip(f"{device} compiler unavailable: {e}")
-        assert spec.lib, f"{device} {arch}: no binary"
-        assert len(re.findall(r"barrier|__syncthreads", spec.src)) >= math.ceil(math.log2(opts[0].amount))
+    try:
+        spec = get_program(reduce_rows(4, 2048, "sum", dtypes.float32), target.renderer, target.compiler,
+                           [Opt(G, 0, 256)])  # fmt: skip
+        tree = get_program(reduce_rows(3, 50, "min", dtypes.float16), target.renderer, target.compiler, [Opt(G, 0, 3)])
+    except CompilerUnavailableError as e:
+        pytest.skip(f"{device} compiler unavailable: {e}")
+    assert spec.lib and tree.lib, f"{device} {arch}: no binary"
+    assert spec.src.count(SHUFFLE_SPELLING[device]) == 10, spec.src
+    assert len(re.findall(r"barrier|__syncthreads", tree.src)) >= 3, tree.src

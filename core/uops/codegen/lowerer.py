@@ -235,10 +235,45 @@ def _tree_combine(parts: list[tuple[UOp, UOp, Ops]], g: UOp, base: UOp, size: in
     return [UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(base).load() for smem, _, _ in parts]
 
 
-def lower_groups(ast: UOp) -> UOp:
+def _warp_reduce(v: UOp, op: Ops, width: int) -> UOp:
+    """``v`` combined over the ``width`` lanes of its warp by xor shuffles (a butterfly): every lane ends with the
+    warp's total after log2(width) exchanges, with no barrier and no local memory."""
+    mask = width // 2
+    while mask:
+        v = v.alu(op, UOp(Ops.SHUFFLE, v.dtype, (v,), mask))
+        mask //= 2
+    return v
+
+
+def _shuffle_combine(parts: list[tuple[UOp, UOp, Ops]], g: UOp, size: int, width: int) -> list[UOp]:
+    """Each (local array, partial, op) over a group of whole warps: a butterfly in every warp, lane 0 of each
+    stores its warp's total, and after one barrier every warp combines those totals by a second butterfly, so
+    every work-item holds the group's total after 2 log2(width) shuffles and a single barrier."""
+    vals = [_warp_reduce(p, op, width) for _, p, op in parts]
+    warps = size // width
+    if warps == 1:
+        return vals
+    lane = g % width
+    bar = UOp(Ops.BARRIER, dtypes.void, tuple(smem.index(g // width, lane.eq(0)).store(v)
+                                              for (smem, _, _), v in zip(parts, vals)))  # fmt: skip
+    return [_warp_reduce(UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(lane, lane < warps).load(identity(op, p.dtype)),
+                         op, width) for smem, p, op in parts]  # fmt: skip
+
+
+def _shuffles_fit(ren: Renderer, size: int, rows: int, dts: list[Any]) -> bool:
+    """Whether a group combines by shuffles: the renderer has them, the group is whole warps (and at most a warp of
+    warps) alone in its workgroup (no LOCAL rows, so lanes are consecutive work-items), and every value is a 32-bit
+    scalar (what every dialect's shuffle moves)."""
+    width = ren.shuffle_width
+    return (width > 1 and rows == 1 and size % width == 0 and size <= width * width
+            and all(dt.count == 1 and dt.itemsize == 4 for dt in dts))  # fmt: skip
+
+
+def lower_groups(ast: UOp, ren: Renderer) -> UOp:
     """REDUCEs over a GROUP_REDUCE range: each workgroup thread reduces its share into a register, and the shares
-    are combined through local memory (``_tree_combine``); only thread 0 of the group writes the outputs.
-    REDUCEs that read no other grouped one are combined together, sharing their barriers, then the next."""
+    are combined by warp shuffles where the renderer has them and they fit (``_shuffle_combine``), else through
+    local memory (``_tree_combine``); only thread 0 of the group writes the outputs. REDUCEs that read no other
+    grouped one are combined together, sharing their barriers, then the next."""
     rngs = [u for u in ast.toposort() if u.op is Ops.RANGE]
     groups = axes_of(rngs, AxisType.GROUP_REDUCE)
     if not groups:
@@ -253,13 +288,17 @@ def lower_groups(ast: UOp) -> UOp:
     sink, n = ast, 0
     while grouped := [u for u in sink.toposort() if u.op is Ops.REDUCE and g in u.src[1:]]:
         ready = [red for red in grouped if not any(x in grouped for x in red.src[0].toposort() if x is not red)]
+        shuffle = _shuffles_fit(ren, size, rows, [red.dtype for red in ready])
+        slots = size // ren.shuffle_width if shuffle else size * rows
         parts: list[tuple[UOp, UOp, Ops]] = []
         for red in ready:
             rest = tuple(x for x in red.src[1:] if x is not g)
             partial = UOp(Ops.REDUCE, red.dtype, (red.src[0], *rest), red.arg) if rest else red.src[0]
-            parts.append((UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(size * rows, AddrSpace.LOCAL), (), n), partial, red.arg))
+            parts.append((UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(slots, AddrSpace.LOCAL), (), n), partial, red.arg))
             n += 1
-        sink = sink.substitute(dict(zip(ready, _tree_combine(parts, g, row * size, size))))
+        combined = (_shuffle_combine(parts, g, size, ren.shuffle_width) if shuffle
+                    else _tree_combine(parts, g, row * size, size))  # fmt: skip
+        sink = sink.substitute(dict(zip(ready, combined)))
     first = g.eq(0)
     stores = [
         st.replace(src=(st.src[0].replace(src=(*st.src[0].src[:2], first if len(st.src[0].src) == 2 else
@@ -858,7 +897,7 @@ LOWERING: list[tuple[str, Pass]] = [
     ("check_ast", check_ast),
     ("opts", opts_pass),
     ("tidy", lambda ast, ctx: graph_rewrite(ast, _tidy_matcher())),
-    ("groups", lambda ast, ctx: lower_groups(ast)),
+    ("groups", lambda ast, ctx: lower_groups(ast, ctx.ren)),
     ("axes", axes_pass),
     ("packs", packs_pass),
     ("reduces", lambda sink, ctx: lower_reduces(sink, ctx.loops)),

@@ -124,7 +124,7 @@ class EmulatedCompiler(Compiler):
             raise CompileError(str(e), src, "gpu shim") from e
         if self.count_local_reads:  # on the declaration's line: the line numbers stay the source's
             body = _COUNTED_LOCAL.sub(r"\1_storage[\2]; auto \1 = uops_shim_counted(\1_storage);", body)
-        barriers = int(self.dialect.barrier_token in src)
+        barriers = int(self.dialect.needs_fibers(src))
         tail = "\n".join(
             f"UOPS_SHIM_ENTRY({k.name})\n"
             f'extern "C" const int uops_shim_barriers_{k.name} = {barriers};\n'

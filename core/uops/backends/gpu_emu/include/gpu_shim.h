@@ -24,8 +24,9 @@
  * (fibers interleave only at barriers), blocks do run concurrently with each other.
  *
  * NOT covered (a kernel that needs these gets wrong results or fails to compile):
- *   - warp/wave-level operations (shuffles, ballots, lockstep execution without barriers),
- *     cooperative groups, matrix cores
+ *   - warp/wave-level operations other than xor shuffles (ballots, votes, lockstep execution without
+ *     barriers), cooperative groups, matrix cores; a shuffle is two block barriers, so every thread of
+ *     the block must reach it
  *   - atomics beyond what a dialect prelude maps; memory fences are full barriers at best
  *   - dynamic shared memory, constant and texture memory
  *   - a barrier inside divergent code: a thread that returned counts as arrived
@@ -115,6 +116,34 @@ struct uops_shim_cptr {
 template <class T>
 static inline uops_shim_cptr<T> uops_shim_counted(T *p) {
   return uops_shim_cptr<T>{p};
+}
+
+/* warp exchanges (shuffles): the value v of the block's GPU thread `from` (by linear index). Emulated with two
+   block barriers, so every thread of the block must reach each exchange, as the lowering's butterflies do (a GPU
+   needs only the warp); a dialect lists its shuffle calls in Dialect.exchange_tokens so such a kernel gets fibers. */
+static inline unsigned uops_shim_linear_thread(void) {
+  const uops_shim_ctx *c = uops_shim_cur;
+  return c->thread_idx.x + c->block_dim.x * (c->thread_idx.y + c->block_dim.y * c->thread_idx.z);
+}
+template <class T>
+static inline T uops_shim_exchange(T v, unsigned from) {
+  static thread_local T slots[1024];
+  slots[uops_shim_linear_thread()] = v;
+  uops_shim_barrier();
+  T r = slots[from];
+  uops_shim_barrier();
+  return r;
+}
+/* CUDA's __shfl_xor_sync, Metal's simd_shuffle_xor: lane ^ mask */
+template <class T>
+static inline T uops_shim_shuffle_xor(T v, unsigned mask) {
+  return uops_shim_exchange(v, uops_shim_linear_thread() ^ mask);
+}
+/* amdgcn ds_swizzle in its bit mode (offset bit 15 clear): lane ((lane & and) | or) ^ xor within each 32 lanes */
+static inline int uops_shim_swizzle(int v, int pattern) {
+  const unsigned t = uops_shim_linear_thread(), p = (unsigned)pattern;
+  if (p & 0x8000u) __builtin_trap(); /* the quad-permute mode is not emulated */
+  return uops_shim_exchange(v, ((((t & 31u) & (p & 31u)) | ((p >> 5) & 31u)) ^ ((p >> 10) & 31u)) | (t & ~31u));
 }
 
 /* ------------------------------------------------------------------------------------ */
