@@ -279,6 +279,7 @@ static inline void uops_shim_call(void (*f)(A...), void **args) {
 #undef memcpy
 #include <stdio.h>
 #include <stdlib.h>
+#include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -292,8 +293,13 @@ namespace {
 
 enum FiberState { READY, AT_BARRIER, DONE };
 
+/* A fiber starts on its own stack through ucontext once, then switches by _setjmp/_longjmp, which save no signal
+   mask (swapcontext makes a system call for it at every switch, and a block of 256 threads switches 512 times
+   per barrier). A fiber never returns through uc_link: at its end it jumps back to the scheduler. */
 struct Fiber {
   ucontext_t uc;
+  jmp_buf resume; /* where it continues after its barrier */
+  bool started;
   uops_shim_ctx ctx;
   FiberState state;
   unsigned long long local_reads;
@@ -301,7 +307,7 @@ struct Fiber {
 
 /* one per worker OS thread: runs one block at a time */
 struct BlockRunner {
-  ucontext_t main_uc;
+  jmp_buf scheduler; /* where a fiber that reached a barrier or its end returns control */
   std::vector<Fiber> fibers;
   char *stacks = nullptr;
   size_t stack_size = 0, nstacks = 0;
@@ -320,7 +326,7 @@ void fiber_barrier(void *sched) {
   BlockRunner *r = static_cast<BlockRunner *>(sched);
   Fiber &f = r->fibers[r->current];
   f.state = AT_BARRIER;
-  swapcontext(&f.uc, &r->main_uc);
+  if (_setjmp(f.resume) == 0) _longjmp(r->scheduler, 1);
 }
 
 void no_barrier(void *) {
@@ -333,7 +339,8 @@ void fiber_main() {
   BlockRunner *r = tls_runner;
   Fiber &f = r->fibers[r->current];
   r->entry(r->args, &f.ctx);
-  f.state = DONE; /* returning resumes uc_link: the scheduler */
+  f.state = DONE;
+  _longjmp(r->scheduler, 1);
 }
 
 void set_thread_idx(uops_shim_ctx &c, unsigned t) {
@@ -387,13 +394,14 @@ int run_block(BlockRunner &r, const uops_shim_ctx &base, int barriers, BlockStat
     f.ctx.local_reads = &f.local_reads;
     set_thread_idx(f.ctx, t);
     f.state = READY;
+    f.started = false;
     if (getcontext(&f.uc) != 0) {
       snprintf(err, errlen, "getcontext failed");
       return -1;
     }
     f.uc.uc_stack.ss_sp = r.stacks + (size_t)t * r.stack_size;
     f.uc.uc_stack.ss_size = r.stack_size;
-    f.uc.uc_link = &r.main_uc;
+    f.uc.uc_link = nullptr;
     makecontext(&f.uc, fiber_main, 0);
   }
   tls_runner = &r;
@@ -405,8 +413,11 @@ int run_block(BlockRunner &r, const uops_shim_ctx &base, int barriers, BlockStat
       if (f.state == DONE) continue;
       r.current = (int)t;
       f.state = READY;
-      if (swapcontext(&r.main_uc, &f.uc) != 0) {
-        snprintf(err, errlen, "swapcontext failed");
+      if (_setjmp(r.scheduler) == 0) {
+        if (f.started) _longjmp(f.resume, 1);
+        f.started = true;
+        setcontext(&f.uc);
+        snprintf(err, errlen, "setcontext failed");
         return -1;
       }
       if (f.state == DONE) alive--;
