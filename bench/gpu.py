@@ -1,13 +1,14 @@
 """GPU speed goals: elementwise bandwidth against the memory's peak, fp32 matmul against cuBLAS.
 
-On an H200 the goals are: elementwise kernels at >= 85% of 4.3 TB/s, and fp32 matmul 4096^3
-within 2x of ``torch.matmul`` (cuBLAS, TF32 off) when torch is importable, else within 2x of
-67 TFLOP/s x 0.5 (about what cuBLAS reaches). Each uops time is the device's own (the runtime's
-``wait=True`` timing: CUDA events on CUDA), best of ``--runs`` after a warm-up launch, summed
-over the case's kernels; the ``wall`` column is the host's time to launch them without waiting
-and ``synchronize()`` (launch overhead included, scheduling not: the kernels are the ones
-``realize`` would run). Torch, when importable and on a CUDA device, is timed with CUDA events
-too. GB/s counts the inputs and the output once; every result is checked against numpy.
+On an H200 the goals are: elementwise kernels at >= 85% of 4.3 TB/s, fp32 matmul 4096^3 within 2x of
+``torch.matmul`` (cuBLAS, TF32 off) when torch is importable, else within 2x of 67 TFLOP/s x 0.5
+(about what cuBLAS reaches), and a row sum of 2048^2 (a grouped reduction: its combine must not
+serialize) within 2x of the time of an elementwise pass over the same matrix. Each uops time is the
+device's own (the runtime's ``wait=True`` timing: CUDA events on CUDA), best of ``--runs`` after a
+warm-up launch, summed over the case's kernels; the ``wall`` column is the host's time to launch
+them without waiting and ``synchronize()`` (launch overhead included, scheduling not: the kernels
+are the ones ``realize`` would run). Torch, when importable and on a CUDA device, is timed with CUDA
+events too. GB/s counts the inputs and the output once; every result is checked against numpy.
 ``--beam N`` adds a column with BEAM-searched kernels. Goals are reported, never asserted: the
 exit code is 1 only when a result is wrong (2 when the device cannot compile or run here).
 
@@ -32,28 +33,34 @@ import numpy as np
 
 BANDWIDTH_GOAL = 0.85  # of the memory's peak, for every elementwise case
 MATMUL_GOAL = 0.5  # of torch.matmul's GFLOP/s ("within 2x"), or of half the fp32 peak without torch
+ROWSUM_GOAL = 2.0  # a row sum's time, at most this many times an elementwise pass over the same matrix
 
 
 @dataclass
 class Case:
     name: str
-    kind: str  # "elementwise" (bandwidth goal), "matmul" (GFLOP/s goal) or "info" (no goal)
+    kind: str  # "elementwise" (bandwidth goal), "matmul" (GFLOP/s goal), "rowsum" (vs the case before) or "info"
     shapes: list[tuple[int, ...]]
     numpy: Callable[..., np.ndarray]
     graph: Callable[..., Any]  # the same math on uops or torch tensors
     flops: float
     out_elems: int
+    versus: str = ""  # a "rowsum" case: the name of the elementwise case over the same matrix it is held to
 
 
 def cases(small: bool) -> list[Case]:
     n = 1 << 12 if small else 1 << 27  # 512 MiB per fp32 buffer: the launch is a rounding error
     m = 64 if small else 4096
+    r = 64 if small else 2048
     return [
         Case(f"a*2 [{n}]", "elementwise", [(n,)], lambda a: a * 2, lambda a: a * 2, n, n),
         Case(f"a+b [{n}]", "elementwise", [(n,)] * 2, lambda a, b: a + b, lambda a, b: a + b, n, n),
         Case(f"((a+b)*c).exp() [{n}]", "elementwise", [(n,)] * 3, lambda a, b, c: np.exp((a + b) * c),
              lambda a, b, c: ((a + b) * c).exp(), 3 * n, n),
         Case(f"sum [{n}]", "info", [(n,)], lambda a: a.sum(), lambda a: a.sum(), n, 1),
+        Case(f"a*2 [{r}^2]", "info", [(r, r)], lambda a: a * 2, lambda a: a * 2, r * r, r * r),
+        Case(f"row sum [{r}^2]", "rowsum", [(r, r)], lambda a: a.sum(axis=1), lambda a: a.sum(axis=1), r * r, r,
+             versus=f"a*2 [{r}^2]"),
         Case(f"matmul fp32 [{m}^3]", "matmul", [(m, m), (m, m)], lambda x, y: x @ y, lambda x, y: x @ y,
              2 * m**3, m * m),
     ]  # fmt: skip
@@ -154,6 +161,14 @@ def matmul_verdict(name: str, gflops: float, torch_gflops: float | None, peak_tf
             f"(goal >= {MATMUL_GOAL:g}x): {met}")  # fmt: skip
 
 
+def rowsum_verdict(name: str, t: float, copy_name: str, t_copy: float) -> str:
+    """One GOAL line: a row sum's device time within ROWSUM_GOAL times an elementwise pass over its matrix."""
+    ratio = t / t_copy
+    met = "MET" if ratio <= ROWSUM_GOAL else "MISSED"
+    return (f"GOAL {name}: {1e3 * t:.3f} ms = {ratio:.2f}x {copy_name} at {1e3 * t_copy:.3f} ms "
+            f"(goal <= {ROWSUM_GOAL:g}x): {met}")  # fmt: skip
+
+
 def _ms(t: float | None) -> str:
     return f"{t * 1e3:10.3f}" if t is not None and math.isfinite(t) else f"{'n/a':>10s}"
 
@@ -198,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     say("-" * len(header))
     goals: list[str] = []
     bad = 0
+    timed: dict[str, float] = {}  # case name -> device time, for the row sum's comparison
     for c in cases(args.small):
         if args.only and args.only not in c.name:
             continue
@@ -230,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         elif c.kind == "matmul":
             torch_gflops = c.flops / t_torch / 1e9 if t_torch else None
             goals.append(matmul_verdict(label, best_gflops, torch_gflops, args.peak_tflops))
+        elif c.kind == "rowsum" and c.versus in timed:  # (not when --only left the elementwise case out)
+            goals.append(rowsum_verdict(c.name, t.kernel, c.versus, timed[c.versus]))
+        timed[c.name] = t.kernel
         del ts
     for g in goals:
         say(g)

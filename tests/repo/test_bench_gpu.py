@@ -44,14 +44,15 @@ def test_runs_end_to_end_on_cuda_emu_and_writes_the_summary(tmp_path: Path) -> N
     assert out[0].startswith("device CUDA_EMU; uops ms = device time, best of 1; peaks 4300 GB/s, 67 TFLOP/s")
     assert out[1].split()[:4] == ["case", "kernels", "uops", "ms"]
     rows = {line.split(" [")[0]: line.split() for line in out[3:] if not line.startswith("GOAL")}
-    assert set(rows) == {"a*2", "a+b", "((a+b)*c).exp()", "sum", "matmul fp32"}, rows
+    assert set(rows) == {"a*2", "a+b", "((a+b)*c).exp()", "sum", "row sum", "matmul fp32"}, rows
     for name, cells in rows.items():
         kernels, ms = int(cells[-8]), float(cells[-7])
         assert kernels >= 1 and ms > 0, (name, cells)
     goals = [line for line in out if line.startswith("GOAL")]
-    assert len(goals) == 4 and all(g.endswith(("MET", "MISSED")) for g in goals), goals
+    assert len(goals) == 5 and all(g.endswith(("MET", "MISSED")) for g in goals), goals
     assert "of 4300 GB/s (goal >= 85%)" in goals[0]
-    assert "matmul fp32 [64^3]" in goals[3] and "(goal >= 0.5x)" in goals[3]
+    assert "row sum [64^2]" in goals[3] and "x a*2 [64^2] at" in goals[3] and "(goal <= 2x)" in goals[3]
+    assert "matmul fp32 [64^3]" in goals[4] and "(goal >= 0.5x)" in goals[4]
     assert summary.read_text().splitlines() == out
 
 
@@ -64,6 +65,8 @@ def test_verdicts_compare_against_the_goals() -> None:
     without = b.matmul_verdict("mm", 17000.0, None, 67.0)
     assert "0.51x half the 67 TFLOP/s fp32 peak (torch not importable) at 33500 GFLOP/s" in without
     assert without.endswith("MET")
+    assert b.rowsum_verdict("rs", 0.003, "copy", 0.002).endswith("= 1.50x copy at 2.000 ms (goal <= 2x): MET")
+    assert b.rowsum_verdict("rs", 0.005, "copy", 0.002).endswith("(goal <= 2x): MISSED")
 
 
 def test_a_device_that_cannot_run_here_is_named_not_a_traceback() -> None:

@@ -205,32 +205,100 @@ def lower_axes(ast: UOp, ren: Renderer) -> tuple[UOp, LaunchDims, list[UOp]]:
 
 
 # ----- step 2b: grouped reductions combine through local memory -----
-def lower_groups(ast: UOp) -> UOp:
-    """A REDUCE over a GROUP_REDUCE range: each workgroup thread reduces its share into a register, writes it
-    to local memory, and after a barrier every thread combines the shares; only thread 0 of the group writes
-    the outputs."""
-    nodes = ast.toposort()
-    rngs = [u for u in nodes if u.op is Ops.RANGE]
+def tree_levels(size: int) -> list[tuple[int, int]]:
+    """(stride, active work-items) of each level of a tree combine over ``size`` partials: work-item ``i`` below
+    ``active`` folds partial ``i + stride`` onto its own, so each level halves the partials left (rounding up) and
+    ``size`` of them take ceil(log2(size)) levels, for any size."""
+    levels, left = [], size
+    while left > 1:
+        stride = (left + 1) // 2
+        levels.append((stride, left - stride))
+        left = stride
+    return levels
+
+
+def _tree_combine(parts: list[tuple[UOp, UOp, Ops]], g: UOp, base: UOp, size: int) -> list[UOp]:
+    """Each (local array, partial, op): work-item ``g`` of the group stores its partial at ``base + g``, then each
+    level of ``tree_levels`` folds the upper partials onto the lower ones behind one barrier shared by every
+    array, so a work-item takes O(log size) steps, not the ``size`` of a serial combine. A work-item active at a
+    level was active at the one before, so its own partial stays in a register (an inactive one adds the
+    identity); the combined values are read from ``base`` after the last barrier, by every work-item."""
+    vals = [p for _, p, _ in parts]
+    bar = UOp(Ops.BARRIER, dtypes.void, tuple(smem.index(base + g).store(p) for smem, p, _ in parts))
+    for stride, active in tree_levels(size):
+        on, stores = g < active, []
+        for i, (smem, p, op) in enumerate(parts):
+            mem = UOp(Ops.AFTER, smem.dtype, (smem, bar))
+            vals[i] = vals[i].alu(op, mem.index(base + g + stride, on).load(identity(op, p.dtype)))
+            stores.append(mem.index(base + g, on).store(vals[i]))
+        bar = UOp(Ops.BARRIER, dtypes.void, tuple(stores))
+    return [UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(base).load() for smem, _, _ in parts]
+
+
+def _warp_reduce(v: UOp, op: Ops, width: int) -> UOp:
+    """``v`` combined over the ``width`` lanes of its warp by xor shuffles (a butterfly): every lane ends with the
+    warp's total after log2(width) exchanges, with no barrier and no local memory."""
+    mask = width // 2
+    while mask:
+        v = v.alu(op, UOp(Ops.SHUFFLE, v.dtype, (v,), mask))
+        mask //= 2
+    return v
+
+
+def _shuffle_combine(parts: list[tuple[UOp, UOp, Ops]], g: UOp, size: int, width: int) -> list[UOp]:
+    """Each (local array, partial, op) over a group of whole warps: a butterfly in every warp, lane 0 of each
+    stores its warp's total, and after one barrier every warp combines those totals by a second butterfly, so
+    every work-item holds the group's total after 2 log2(width) shuffles and a single barrier."""
+    vals = [_warp_reduce(p, op, width) for _, p, op in parts]
+    warps = size // width
+    if warps == 1:
+        return vals
+    lane = g % width
+    bar = UOp(Ops.BARRIER, dtypes.void, tuple(smem.index(g // width, lane.eq(0)).store(v)
+                                              for (smem, _, _), v in zip(parts, vals)))  # fmt: skip
+    return [_warp_reduce(UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(lane, lane < warps).load(identity(op, p.dtype)),
+                         op, width) for smem, p, op in parts]  # fmt: skip
+
+
+def _shuffles_fit(ren: Renderer, size: int, rows: int, dts: list[Any]) -> bool:
+    """Whether a group combines by shuffles: the renderer has them, the group is whole warps (and at most a warp of
+    warps) alone in its workgroup (no LOCAL rows, so lanes are consecutive work-items), and every value is a 32-bit
+    scalar (what every dialect's shuffle moves)."""
+    width = ren.shuffle_width
+    return (width > 1 and rows == 1 and size % width == 0 and size <= width * width
+            and all(dt.count == 1 and dt.itemsize == 4 for dt in dts))  # fmt: skip
+
+
+def lower_groups(ast: UOp, ren: Renderer) -> UOp:
+    """REDUCEs over a GROUP_REDUCE range: each workgroup thread reduces its share into a register, and the shares
+    are combined by warp shuffles where the renderer has them and they fit (``_shuffle_combine``), else through
+    local memory (``_tree_combine``); only thread 0 of the group writes the outputs. REDUCEs that read no other
+    grouped one are combined together, sharing their barriers, then the next."""
+    rngs = [u for u in ast.toposort() if u.op is Ops.RANGE]
     groups = axes_of(rngs, AxisType.GROUP_REDUCE)
     if not groups:
         return ast
     g = groups[0]
     size = int(g.src[0].arg)
-    next_id = 1 + max(u.arg[0] for u in rngs)
     # the other workgroup axes (LOCAL) compute other outputs: each has its own row of shares
     row: UOp = UOp.const(dtypes.index, 0)
     rows = 1
     for lr in axes_of(rngs, AxisType.LOCAL):
         row, rows = row * lr.src[0] + lr, rows * int(lr.src[0].arg)
-    mapping: dict[UOp, UOp] = {}
-    for n, red in enumerate(u for u in nodes if u.op is Ops.REDUCE and g in u.src[1:]):
-        rest = tuple(x for x in red.src[1:] if x is not g)
-        partial = UOp(Ops.REDUCE, red.dtype, (red.src[0], *rest), red.arg) if rest else red.src[0]
-        smem = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(size * rows, AddrSpace.LOCAL), (), n)
-        bar = UOp(Ops.BARRIER, dtypes.void, (smem.index(row * size + g).store(partial),))
-        c = UOp.range(size, next_id + n, AxisType.REDUCE)
-        mapping[red] = UOp(Ops.AFTER, smem.dtype, (smem, bar)).index(row * size + c).load().reduce(c, op=red.arg)
-    sink = ast.substitute(mapping)
+    sink, n = ast, 0
+    while grouped := [u for u in sink.toposort() if u.op is Ops.REDUCE and g in u.src[1:]]:
+        ready = [red for red in grouped if not any(x in grouped for x in red.src[0].toposort() if x is not red)]
+        shuffle = _shuffles_fit(ren, size, rows, [red.dtype for red in ready])
+        slots = size // ren.shuffle_width if shuffle else size * rows
+        parts: list[tuple[UOp, UOp, Ops]] = []
+        for red in ready:
+            rest = tuple(x for x in red.src[1:] if x is not g)
+            partial = UOp(Ops.REDUCE, red.dtype, (red.src[0], *rest), red.arg) if rest else red.src[0]
+            parts.append((UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(slots, AddrSpace.LOCAL), (), n), partial, red.arg))
+            n += 1
+        combined = (_shuffle_combine(parts, g, size, ren.shuffle_width) if shuffle
+                    else _tree_combine(parts, g, row * size, size))  # fmt: skip
+        sink = sink.substitute(dict(zip(ready, combined)))
     first = g.eq(0)
     stores = [
         st.replace(src=(st.src[0].replace(src=(*st.src[0].src[:2], first if len(st.src[0].src) == 2 else
@@ -859,7 +927,7 @@ LOWERING: list[tuple[str, Pass]] = [
     ("check_ast", check_ast),
     ("opts", opts_pass),
     ("tidy", lambda ast, ctx: graph_rewrite(ast, _tidy_matcher())),
-    ("groups", lambda ast, ctx: lower_groups(ast)),
+    ("groups", lambda ast, ctx: lower_groups(ast, ctx.ren)),
     ("axes", axes_pass),
     ("packs", packs_pass),
     ("reduces", lambda sink, ctx: lower_reduces(sink, ctx.loops)),

@@ -72,6 +72,8 @@ class Ops(IntEnum):
     CONTIGUOUS = auto()
     COPY = auto()  # src: (value,); arg: target device
     BIND = auto()  # src: (DEFINE_VAR, CONST): a variable with its value; kernels see the DEFINE_VAR, launches the value
+    # warp level (lowered kernels of renderers with ``shuffle_width``)
+    SHUFFLE = auto()  # src: (value,); arg: xor mask; value of the work-item whose lane in the warp differs by the mask
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"

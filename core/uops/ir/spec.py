@@ -177,6 +177,7 @@ LOWERED_SPEC: dict[Ops, Check] = {
     Ops.SPECIAL: _arity(1),
     Ops.AFTER: _arity(1, -1),
     Ops.BARRIER: _arity(0, -1),
+    Ops.SHUFFLE: _arity(1),
 }
 LINEAR_SPEC: dict[Ops, Check] = {k: v for k, v in LOWERED_SPEC.items() if k is not Ops.SINK}
 

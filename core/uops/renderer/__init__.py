@@ -53,6 +53,9 @@ class Renderer(ABC):
     # vector values take +, * and multiply-add in the kernel language (clang's ext_vector_type): a vector store
     # of lanes that each add lane k of two vectors stores the vectors' sum (an accumulator update stays a vector)
     vector_alu: bool = False
+    # work-items per warp (SIMD-group) that SHUFFLE exchanges 32-bit values among, every lane taking part; 0: no
+    # shuffle, and a grouped reduction combines in a tree through local memory (the portable default)
+    shuffle_width: int = 0
 
     def vector_ok(self, dt: DType) -> bool:
         """Whether a global load or store of vector type ``dt`` is rendered as one access."""

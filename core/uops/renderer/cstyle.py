@@ -276,8 +276,8 @@ def _gep(ctx: RenderContext, x: UOp) -> str:
 # how the walk treats each op's text: given inline (the text is the value), declared as a named value (the prefix
 # of its name), or a statement (everything else); RANGE and SPECIAL are named by their arg
 _INLINE = frozenset({Ops.CONST, Ops.VCONST, Ops.AFTER, Ops.INDEX, Ops.GEP})
-_DECLARED = {Ops.LOAD: "val", Ops.CAST: "cast", Ops.BITCAST: "bits", Ops.VECTORIZE: "vec"} | dict.fromkeys(
-    GroupOp.ALU, "alu"
+_DECLARED = {Ops.LOAD: "val", Ops.CAST: "cast", Ops.BITCAST: "bits", Ops.VECTORIZE: "vec", Ops.SHUFFLE: "shfl"} | (
+    dict.fromkeys(GroupOp.ALU, "alu")
 )
 _NAMED_STMT = {Ops.DEFINE_REG: "acc", Ops.DEFINE_LOCAL: "smem"}
 

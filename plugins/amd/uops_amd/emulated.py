@@ -30,6 +30,7 @@ AMD_DIALECT = Dialect(
         for ax in _AXES
     ),
     barrier="__builtin_amdgcn_s_barrier()",
+    exchange_tokens=("__builtin_amdgcn_ds_swizzle",),
     header=Path(__file__).resolve().parent / "include" / "amd_emu.h",
     rewrites=(
         (r"__attribute__\(\(global\)\)", ""),

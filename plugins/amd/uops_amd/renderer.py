@@ -20,6 +20,7 @@ from uops.plugin import (
     DType,
     Ops,
     PatternMatcher,
+    RenderContext,
     UOp,
     UPat,
     alu_rules,
@@ -65,6 +66,13 @@ def _f32_only(op: str, name32: str, name64: str | None = None) -> Callable[..., 
     return f
 
 
+def _swizzle_xor(ctx: RenderContext, x: UOp) -> str:
+    """SHUFFLE as ``ds_swizzle`` in its bit mode (and-mask 31, xor-mask ``arg``): lane ^ mask within each 32 lanes,
+    on wave32 and wave64 alike, and no lane index to compute; 32-bit values go through int."""
+    t, pattern = ctx.dtype(x.dtype), 0x1F | (int(x.arg) << 10)
+    return f"__builtin_bit_cast({t}, __builtin_amdgcn_ds_swizzle(__builtin_bit_cast(int, {ctx[x.src[0]]}), {pattern}))"
+
+
 class AMDRenderer(CStyleRenderer):
     device = "AMD"
     target = DEFAULT_ARCH
@@ -73,6 +81,7 @@ class AMDRenderer(CStyleRenderer):
     local_threads_max = 256
     shared_max = 64 * 1024  # LDS per workgroup
     vector_widths = (4, 2)  # 16-byte loads and stores at most
+    shuffle_width = 32  # ds_swizzle's lanes (a wave32, half a wave64): grouped reductions combine by swizzles
     kernel_prefix = 'extern "C" __attribute__((global)) void'
     launch_index = {"gidx": "__builtin_amdgcn_workgroup_id_{axis}()", "lidx": "__builtin_amdgcn_workitem_id_{axis}()"}
     buffer_suffix = " __restrict__"
@@ -92,6 +101,7 @@ class AMDRenderer(CStyleRenderer):
                         Ops.TRUNC: _f32_only("TRUNC", "__builtin_truncf", "__builtin_trunc"),
                     }
                 ),
+                (UPat(Ops.SHUFFLE, name="x"), _swizzle_xor),
                 (UPat(Ops.RECIPROCAL, name="x"), typed_reciprocal),  # so 16-bit floats stay 16-bit
                 # 16-bit floats convert through float, as the GPU shim's 16-bit float classes need
                 (UPat(Ops.CAST, name="x"), cast_via_float(_HALVES)),

@@ -25,6 +25,7 @@ CUDA_DIALECT = Dialect(
         ("gridDim", "uops_shim_cur->grid_dim"),
     ),
     barrier="__syncthreads()",
+    exchange_tokens=("__shfl_xor_sync",),
     header=Path(__file__).resolve().parent / "include" / "cuda_emu.h",
     stub_headers=("cuda_fp16.h", "cuda_bf16.h"),
     max_threads=1024,

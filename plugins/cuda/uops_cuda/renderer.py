@@ -75,6 +75,7 @@ _rules = [
     (UPat(Ops.CONST, name="x"), _nonfinite),
     (UPat(Ops.CAST, name="x"), cast_via_float(_HALVES)),
     (UPat(Ops.BITCAST, name="x"), lambda ctx, x: f"uops_bitcast<{ctx.dtype(x.dtype)}>({ctx[x.src[0]]})"),
+    (UPat(Ops.SHUFFLE, name="x"), lambda ctx, x: f"__shfl_xor_sync(0xffffffffu, {ctx[x.src[0]]}, {x.arg})"),
 ]
 
 
@@ -86,6 +87,7 @@ class CUDARenderer(CStyleRenderer):
     local_threads_max = 256  # a block size that fills an SM on every architecture since sm_50
     shared_max = 48 * 1024  # static shared memory per block without opt-in
     vector_widths = (4, 2)  # 16-byte loads and stores at most
+    shuffle_width = 32  # a warp: grouped reductions combine by __shfl_xor_sync
     kernel_prefix = 'extern "C" __global__ void'
     launch_index = {"gidx": "blockIdx.{axis}", "lidx": "threadIdx.{axis}"}
     buffer_suffix = " __restrict__"

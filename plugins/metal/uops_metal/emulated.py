@@ -26,6 +26,7 @@ METAL_DIALECT = Dialect(
     kernel_pattern=r"\bkernel\s+void\s+(?P<name>[A-Za-z_]\w*)\s*\(",
     indices=tuple((var, f"uops_shim_cur->{_SHIM_FIELD[kind]}") for kind, (var, _) in INDEX_PARAMS.items()),
     barrier="threadgroup_barrier(flags)",
+    exchange_tokens=("simd_shuffle_xor",),
     header=INCLUDE_DIR / "metal_stdlib.h",
     stub_headers=("metal_stdlib",),
     # the entry thunk passes buffers and variables only: drop the index parameters, pass variables by value

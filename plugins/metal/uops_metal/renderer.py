@@ -79,6 +79,7 @@ _rules = [
     (UPat(Ops.CAST, name="x"), cast_via_float((dtypes.bfloat16,))),
     (UPat(Ops.BITCAST, name="x"), lambda ctx, x: f"as_type<{ctx.dtype(x.dtype)}>({ctx[x.src[0]]})"),
     (UPat(Ops.DEFINE_VAR, name="x"), lambda ctx, x: f"constant {ctx.ren.var_type}& {x.arg[0]}"),
+    (UPat(Ops.SHUFFLE, name="x"), lambda ctx, x: f"simd_shuffle_xor({ctx[x.src[0]]}, {x.arg})"),
 ]
 
 
@@ -90,6 +91,7 @@ class MetalRenderer(CStyleRenderer):
     local_threads_max = 256  # every Apple GPU runs 256 threads per threadgroup at any register use
     shared_max = 32 * 1024  # threadgroup memory on every Apple GPU family
     vector_widths = (4, 2)  # 16-byte loads and stores at most
+    shuffle_width = 32  # a SIMD-group on every Apple GPU: grouped reductions combine by simd_shuffle_xor
     kernel_prefix = "kernel void"
     launch_index = {kind: f"{param}.{{axis}}" for kind, (param, _) in INDEX_PARAMS.items()}
     buffer_prefix = "device "

@@ -22,7 +22,14 @@ from __future__ import annotations
 
 from uops.backends.gpu_emu.compiler import EmulatedCompiler, cxx_path, probe_compile, shim_header
 from uops.backends.gpu_emu.dialect import Dialect, KernelDecl
-from uops.backends.gpu_emu.runtime import EmulatedProgram, EmulatedRuntime, LaunchError, probe_runtime, shim_runtime
+from uops.backends.gpu_emu.runtime import (
+    EmulatedProgram,
+    EmulatedRuntime,
+    LaunchError,
+    LaunchStats,
+    probe_runtime,
+    shim_runtime,
+)
 
 __all__ = [
     "Dialect",
@@ -31,6 +38,7 @@ __all__ = [
     "EmulatedRuntime",
     "KernelDecl",
     "LaunchError",
+    "LaunchStats",
     "cxx_path",
     "probe_compile",
     "probe_runtime",

@@ -9,7 +9,9 @@ dialect's barrier) and the kernel's launch bound.
 
 from __future__ import annotations
 
+import copy
 import functools
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -22,6 +24,8 @@ from uops.runtime.elf import read_shared_object
 __all__ = ["EmulatedCompiler", "cxx_path", "cxx_version", "probe_compile", "run_cxx", "shim_header"]
 
 _TIMEOUT_S = 300
+# a local array's declaration in C-style rendered source (``__shared__ float smem0[256];``)
+_COUNTED_LOCAL = re.compile(r"\b(smem\d+)\[(\d+)\];")
 _INSTALL_HINT = "install clang (Debian/Ubuntu: apt-get install clang) or set UOPS_CXX to a C++17 compiler"
 
 
@@ -77,13 +81,23 @@ class EmulatedCompiler(Compiler):
         # -fwrapv: signed integers wrap, as the IR defines (uops.ir.alu); it is part of the identity
         self.flags = ("-std=c++17", opt, "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv")
         self._identity: str | None = None
+        self.count_local_reads = False
 
     def identity(self) -> str:
         if self._identity is None:  # computed once: it is part of every cache key
             digest = self.dialect.digest(shim_header())
             cxx = cxx_version(self.cxx or cxx_path())
-            self._identity = f"emulate:{self.device}:{cxx}:{self.dialect.name}-{digest}:wrapv"
+            counted = ":counted" if self.count_local_reads else ""
+            self._identity = f"emulate:{self.device}:{cxx}:{self.dialect.name}-{digest}:wrapv{counted}"
         return self._identity
+
+    def counting(self) -> EmulatedCompiler:
+        """A copy whose kernels count each GPU thread's reads of their local arrays (the ``smemN`` the C-style
+        renderers declare), reported by the launch in ``EmulatedProgram.last_stats``: how the kit sees the steps
+        of a grouped reduction's combine on a dialect, without timing anything."""
+        twin = copy.copy(self)
+        twin.count_local_reads, twin._identity = True, None
+        return twin
 
     def _write_includes(self, root: Path) -> tuple[Path, Path]:
         stubs = root / "stubs"
@@ -108,7 +122,9 @@ class EmulatedCompiler(Compiler):
             body = self.dialect.rewrite(src)
         except ValueError as e:
             raise CompileError(str(e), src, "gpu shim") from e
-        barriers = int(self.dialect.barrier_token in src)
+        if self.count_local_reads:  # on the declaration's line: the line numbers stay the source's
+            body = _COUNTED_LOCAL.sub(r"\1_storage[\2]; auto \1 = uops_shim_counted(\1_storage);", body)
+        barriers = int(self.dialect.needs_fibers(src))
         tail = "\n".join(
             f"UOPS_SHIM_ENTRY({k.name})\n"
             f'extern "C" const int uops_shim_barriers_{k.name} = {barriers};\n'

@@ -49,7 +49,8 @@ class Dialect:
     ``barrier`` is the dialect's barrier call (``__syncthreads()``, ``threadgroup_barrier(f)``).
     ``max_block``/``max_grid`` bound each launch dimension (an empty tuple: unchecked).
     ``rewrites`` are regex substitutions applied to the source before compiling; each must keep
-    the line count, so compiler messages point at the source's own lines.
+    the line count, so compiler messages point at the source's own lines. ``exchange_tokens`` name the
+    dialect's warp shuffles (``__shfl_xor_sync``): the shim runs them with barriers, so they need fibers too.
     """
 
     name: str
@@ -59,6 +60,7 @@ class Dialect:
     header: Path | None = None
     stub_headers: tuple[str, ...] = ()
     rewrites: tuple[tuple[str, str], ...] = ()
+    exchange_tokens: tuple[str, ...] = ()
     max_threads: int = 1024
     max_block: tuple[int, ...] = (1024, 1024, 1024)
     max_grid: tuple[int, ...] = (2**31 - 1, 65535, 65535)
@@ -77,6 +79,10 @@ class Dialect:
     def barrier_token(self) -> str:
         """The barrier's name: a source that contains it needs fibers."""
         return self.barrier.split("(", 1)[0].strip()
+
+    def needs_fibers(self, src: str) -> bool:
+        """Whether ``src`` synchronizes its threads: it calls the barrier or a warp shuffle."""
+        return any(token in src for token in (self.barrier_token, *self.exchange_tokens))
 
     def kernels(self, src: str) -> list[KernelDecl]:
         """The kernels declared in ``src``, in order, with their launch bounds."""
@@ -115,4 +121,5 @@ class Dialect:
         if self.header is not None:
             h.update(self.header.read_bytes())
         h.update(repr((self.kernel_pattern, self.stub_headers, self.rewrites, self.max_threads)).encode())
+        h.update(repr(self.exchange_tokens).encode())
         return h.hexdigest()[:16]

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,7 +26,10 @@ from uops.compiler import CompileError, CompilerUnavailableError, cache_dir
 from uops.runtime import HostAllocator, LaunchError, Program, ProgramLoadError, Runtime, launch_dims
 from uops.runtime.elf import ElfError, SharedLibrary, SymbolNotDefinedError
 
-__all__ = ["EmulatedProgram", "EmulatedRuntime", "LaunchError", "kernel_symbols", "probe_runtime", "shim_runtime"]
+__all__ = [
+    "EmulatedProgram", "EmulatedRuntime", "LaunchError", "LaunchStats", "kernel_symbols", "probe_runtime",
+    "shim_runtime",
+]  # fmt: skip
 
 
 _runtime_lock = threading.Lock()
@@ -47,8 +50,9 @@ def _launcher_path() -> Path:
         fd, tmp = tempfile.mkstemp(dir=base, prefix=".tmp-", suffix=".so")
         os.close(fd)
         try:
-            args = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-DUOPS_SHIM_RUNTIME",
-                    "-x", "c++", str(shim_header()), "-o", tmp]  # fmt: skip
+            # no _FORTIFY_SOURCE: its checked longjmp refuses a jump from a fiber's stack to the scheduler's
+            args = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-U_FORTIFY_SOURCE",
+                    "-DUOPS_SHIM_RUNTIME", "-x", "c++", str(shim_header()), "-o", tmp]  # fmt: skip
             run_cxx(args, header.decode(), "building the gpu shim runtime")
             os.replace(tmp, path)
         finally:
@@ -72,6 +76,7 @@ def shim_runtime() -> ctypes.CDLL:
                 ctypes.POINTER(ctypes.c_uint),
                 ctypes.c_int,
                 ctypes.c_int,
+                ctypes.POINTER(ctypes.c_ulonglong),
                 ctypes.c_char_p,
                 ctypes.c_size_t,
             ]
@@ -89,6 +94,15 @@ def kernel_symbols(lib: SharedLibrary, name: str) -> tuple[Any, int, int]:
     barriers = lib.object(f"uops_shim_barriers_{name}", ctypes.c_int).value
     bound = lib.object(f"uops_shim_bound_{name}", ctypes.c_uint).value
     return entry, int(barriers), int(bound)
+
+
+class LaunchStats(NamedTuple):
+    """What the last launch of an emulated kernel measured: ``local_reads``, the most reads of counted local
+    arrays by one GPU thread (0 unless the kernel was built by ``EmulatedCompiler.counting()``), and ``rounds``,
+    the most barrier phases of one block (one more than the barriers each of its threads passed)."""
+
+    local_reads: int
+    rounds: int
 
 
 def _address(handle: Any) -> int:
@@ -117,6 +131,7 @@ class EmulatedProgram(Program):
         except (ElfError, OSError) as e:
             raise ProgramLoadError(plugin, name, e) from e
         self._entry_ptr = ctypes.cast(entry, ctypes.c_void_p)
+        self.last_stats: LaunchStats | None = None  # set by each launch
 
     def check_launch(
         self, global_size: tuple[int, ...], local_size: tuple[int, ...]
@@ -139,14 +154,16 @@ class EmulatedProgram(Program):
         cells += [ctypes.c_int32(int(v)) for v in vals]
         args = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
         err = ctypes.create_string_buffer(512)
+        stats = (ctypes.c_ulonglong * 2)()
         t0 = time.perf_counter()
         rc = self._rt.uops_shim_launch(
             self._entry_ptr, args, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
-            self._barriers, 0, err, len(err),
+            self._barriers, 0, stats, err, len(err),
         )  # fmt: skip
         elapsed = time.perf_counter() - t0
         if rc != 0:
             raise LaunchError(f"launching {self.name!r} grid {grid} block {block}: {err.value.decode()}")
+        self.last_stats = LaunchStats(int(stats[0]), int(stats[1]))
         return elapsed if wait else None
 
 

@@ -15,5 +15,7 @@
 #define __bf16 uops_shim_bf16
 /* blocks of one launch run on different OS threads: a fence is a real fence */
 #define __builtin_amdgcn_fence(order, scope) __atomic_thread_fence(order)
+/* a swizzle among the lanes of a wave: the shim's exchange */
+#define __builtin_amdgcn_ds_swizzle(v, pattern) uops_shim_swizzle(v, pattern)
 
 #endif /* UOPS_AMD_EMU_H */

@@ -23,6 +23,10 @@
 
 typedef uops_dim3 uint3;
 #define warpSize 32
+template <class T>
+static inline T __shfl_xor_sync(unsigned, T v, int mask, int = 32) {
+  return uops_shim_shuffle_xor(v, (unsigned)mask);
+}
 static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 

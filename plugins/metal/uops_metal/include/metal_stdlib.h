@@ -11,7 +11,8 @@
  *   - as_type<T>(x) between types of different sizes
  *   - misspelt attributes ([[buffer(n)]], [[thread_position_in_threadgroup]] ...): checked
  *     with -Werror=unknown-attributes, since each known one is mapped to a harmless attribute
- *   - SIMD-group matrices and reductions are declared (so their use is checked) but not emulated
+ *   - SIMD-group matrices and reductions are declared (so their use is checked) but not emulated,
+ *     except simd_shuffle_xor (the shim's exchange)
  * Not checked here (only Metal itself can): address spaces (device/constant/threadgroup are
  * empty, so mixing them goes unnoticed), per-version features beyond bfloat (__METAL_VERSION__),
  * resource limits (threadgroup memory, buffer slots), and the exact overload set of the math
@@ -169,17 +170,20 @@ static inline void threadgroup_barrier(mem_flags) {}
 #endif
 #endif
 
-/* ---- SIMD-group functions and matrices: declared for the check only ----
+/* ---- SIMD-group functions and matrices: declared for the check only, but simd_shuffle_xor ----
    They need the 32 threads of a SIMD group in lockstep, which the shim's fibers are not, so an
-   emulated kernel that uses them fails to compile (unknown name) instead of computing wrong numbers. */
-#ifndef UOPS_GPU_SHIM_H
+   emulated kernel that uses them fails to compile (unknown name) instead of computing wrong numbers.
+   simd_shuffle_xor is the shim's exchange (two threadgroup barriers: every thread must reach it). */
+#ifdef UOPS_GPU_SHIM_H
+template <class T> T simd_shuffle_xor(T v, ushort mask) { return uops_shim_shuffle_xor(v, mask); }
+#else
+template <class T> T simd_shuffle_xor(T, ushort);
 void simdgroup_barrier(mem_flags);
 template <class T> T simd_sum(T);
 template <class T> T simd_max(T);
 template <class T> T simd_min(T);
 template <class T> T simd_shuffle(T, ushort);
 template <class T> T simd_shuffle_down(T, ushort);
-template <class T> T simd_shuffle_xor(T, ushort);
 template <class T, int Rows, int Cols>
 struct simdgroup_matrix {
   typedef T elements __attribute__((ext_vector_type(2)));

@@ -24,8 +24,9 @@
  * (fibers interleave only at barriers), blocks do run concurrently with each other.
  *
  * NOT covered (a kernel that needs these gets wrong results or fails to compile):
- *   - warp/wave-level operations (shuffles, ballots, lockstep execution without barriers),
- *     cooperative groups, matrix cores
+ *   - warp/wave-level operations other than xor shuffles (ballots, votes, lockstep execution without
+ *     barriers), cooperative groups, matrix cores; a shuffle is two block barriers, so every thread of
+ *     the block must reach it
  *   - atomics beyond what a dialect prelude maps; memory fences are full barriers at best
  *   - dynamic shared memory, constant and texture memory
  *   - a barrier inside divergent code: a thread that returned counts as arrived
@@ -71,6 +72,7 @@ struct uops_shim_ctx {
   uops_dim3 thread_idx, block_idx, block_dim, grid_dim;
   void (*barrier)(void *sched); /* switches to the next fiber of the block */
   void *sched;
+  unsigned long long *local_reads; /* this GPU thread's count of counted block-shared reads */
 };
 
 /* the running GPU thread's context: set by the launcher before a fiber runs, and restored
@@ -88,6 +90,61 @@ static inline void uops_shim_barrier(void) {
 /* block-shared memory: one copy per block in flight, since a block runs on one OS thread and
    its GPU threads are fibers of that OS thread */
 #define UOPS_SHIM_SHARED static thread_local
+
+/* counted block-shared arrays: a compiler built to count (EmulatedCompiler.counting) declares each local array
+   smemN of the rendered source as storage plus a uops_shim_cptr named smemN, so every read through it adds one to
+   the running GPU thread's local_reads; the launcher reports the largest count of any thread (see
+   uops_shim_launch). Reads are what a combine's steps cost: a serial combine reads one element per partial. */
+template <class T>
+struct uops_shim_cref {
+  T *p;
+  operator T() const {
+    ++*uops_shim_cur->local_reads;
+    return *p;
+  }
+  const uops_shim_cref &operator=(T v) const {
+    *p = v;
+    return *this;
+  }
+};
+template <class T>
+struct uops_shim_cptr {
+  T *p;
+  uops_shim_cptr operator+(long long i) const { return uops_shim_cptr{p + i}; }
+  uops_shim_cref<T> operator*() const { return uops_shim_cref<T>{p}; }
+};
+template <class T>
+static inline uops_shim_cptr<T> uops_shim_counted(T *p) {
+  return uops_shim_cptr<T>{p};
+}
+
+/* warp exchanges (shuffles): the value v of the block's GPU thread `from` (by linear index). Emulated with two
+   block barriers, so every thread of the block must reach each exchange, as the lowering's butterflies do (a GPU
+   needs only the warp); a dialect lists its shuffle calls in Dialect.exchange_tokens so such a kernel gets fibers. */
+static inline unsigned uops_shim_linear_thread(void) {
+  const uops_shim_ctx *c = uops_shim_cur;
+  return c->thread_idx.x + c->block_dim.x * (c->thread_idx.y + c->block_dim.y * c->thread_idx.z);
+}
+template <class T>
+static inline T uops_shim_exchange(T v, unsigned from) {
+  static thread_local T slots[1024];
+  slots[uops_shim_linear_thread()] = v;
+  uops_shim_barrier();
+  T r = slots[from];
+  uops_shim_barrier();
+  return r;
+}
+/* CUDA's __shfl_xor_sync, Metal's simd_shuffle_xor: lane ^ mask */
+template <class T>
+static inline T uops_shim_shuffle_xor(T v, unsigned mask) {
+  return uops_shim_exchange(v, uops_shim_linear_thread() ^ mask);
+}
+/* amdgcn ds_swizzle in its bit mode (offset bit 15 clear): lane ((lane & and) | or) ^ xor within each 32 lanes */
+static inline int uops_shim_swizzle(int v, int pattern) {
+  const unsigned t = uops_shim_linear_thread(), p = (unsigned)pattern;
+  if (p & 0x8000u) __builtin_trap(); /* the quad-permute mode is not emulated */
+  return uops_shim_exchange(v, ((((t & 31u) & (p & 31u)) | ((p >> 5) & 31u)) ^ ((p >> 10) & 31u)) | (t & ~31u));
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* half and bfloat16: 16-bit storage, float arithmetic, round-to-nearest-even per op      */
@@ -222,6 +279,7 @@ static inline void uops_shim_call(void (*f)(A...), void **args) {
 #undef memcpy
 #include <stdio.h>
 #include <stdlib.h>
+#include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -235,15 +293,21 @@ namespace {
 
 enum FiberState { READY, AT_BARRIER, DONE };
 
+/* A fiber starts on its own stack through ucontext once, then switches by _setjmp/_longjmp, which save no signal
+   mask (swapcontext makes a system call for it at every switch, and a block of 256 threads switches 512 times
+   per barrier). A fiber never returns through uc_link: at its end it jumps back to the scheduler. */
 struct Fiber {
   ucontext_t uc;
+  jmp_buf resume; /* where it continues after its barrier */
+  bool started;
   uops_shim_ctx ctx;
   FiberState state;
+  unsigned long long local_reads;
 };
 
 /* one per worker OS thread: runs one block at a time */
 struct BlockRunner {
-  ucontext_t main_uc;
+  jmp_buf scheduler; /* where a fiber that reached a barrier or its end returns control */
   std::vector<Fiber> fibers;
   char *stacks = nullptr;
   size_t stack_size = 0, nstacks = 0;
@@ -262,7 +326,7 @@ void fiber_barrier(void *sched) {
   BlockRunner *r = static_cast<BlockRunner *>(sched);
   Fiber &f = r->fibers[r->current];
   f.state = AT_BARRIER;
-  swapcontext(&f.uc, &r->main_uc);
+  if (_setjmp(f.resume) == 0) _longjmp(r->scheduler, 1);
 }
 
 void no_barrier(void *) {
@@ -275,7 +339,8 @@ void fiber_main() {
   BlockRunner *r = tls_runner;
   Fiber &f = r->fibers[r->current];
   r->entry(r->args, &f.ctx);
-  f.state = DONE; /* returning resumes uc_link: the scheduler */
+  f.state = DONE;
+  _longjmp(r->scheduler, 1);
 }
 
 void set_thread_idx(uops_shim_ctx &c, unsigned t) {
@@ -284,15 +349,26 @@ void set_thread_idx(uops_shim_ctx &c, unsigned t) {
   c.thread_idx.z = t / (c.block_dim.x * c.block_dim.y);
 }
 
+/* what a block's run measured: the most counted local reads of one of its threads, and its rounds (the
+   barrier phases: one more than the barriers each thread passed) */
+struct BlockStats {
+  unsigned long long local_reads, rounds;
+};
+
 /* returns 0, or -1 with a message in err */
-int run_block(BlockRunner &r, const uops_shim_ctx &base, int barriers, char *err, size_t errlen) {
+int run_block(BlockRunner &r, const uops_shim_ctx &base, int barriers, BlockStats &stats, char *err, size_t errlen) {
   const unsigned n = base.block_dim.x * base.block_dim.y * base.block_dim.z;
+  stats = BlockStats{0, 1};
   if (!barriers) {
     uops_shim_ctx c = base;
+    unsigned long long reads = 0;
     c.barrier = no_barrier;
+    c.local_reads = &reads;
     for (unsigned t = 0; t < n; t++) {
       set_thread_idx(c, t);
+      reads = 0;
       r.entry(r.args, &c);
+      if (reads > stats.local_reads) stats.local_reads = reads;
     }
     return 0;
   }
@@ -314,34 +390,48 @@ int run_block(BlockRunner &r, const uops_shim_ctx &base, int barriers, char *err
     f.ctx = base;
     f.ctx.barrier = fiber_barrier;
     f.ctx.sched = &r;
+    f.local_reads = 0;
+    f.ctx.local_reads = &f.local_reads;
     set_thread_idx(f.ctx, t);
     f.state = READY;
+    f.started = false;
     if (getcontext(&f.uc) != 0) {
       snprintf(err, errlen, "getcontext failed");
       return -1;
     }
     f.uc.uc_stack.ss_sp = r.stacks + (size_t)t * r.stack_size;
     f.uc.uc_stack.ss_size = r.stack_size;
-    f.uc.uc_link = &r.main_uc;
+    f.uc.uc_link = nullptr;
     makecontext(&f.uc, fiber_main, 0);
   }
   tls_runner = &r;
   unsigned alive = n;
-  while (alive) {
+  for (stats.rounds = 0; alive; stats.rounds++) {
     /* one round: every live fiber runs up to its next barrier or its end */
     for (unsigned t = 0; t < n; t++) {
       Fiber &f = r.fibers[t];
       if (f.state == DONE) continue;
       r.current = (int)t;
       f.state = READY;
-      if (swapcontext(&r.main_uc, &f.uc) != 0) {
-        snprintf(err, errlen, "swapcontext failed");
+      if (_setjmp(r.scheduler) == 0) {
+        if (f.started) _longjmp(f.resume, 1);
+        f.started = true;
+        setcontext(&f.uc);
+        snprintf(err, errlen, "setcontext failed");
         return -1;
       }
       if (f.state == DONE) alive--;
     }
   }
+  for (unsigned t = 0; t < n; t++)
+    if (r.fibers[t].local_reads > stats.local_reads) stats.local_reads = r.fibers[t].local_reads;
   return 0;
+}
+
+void atomic_max(std::atomic<unsigned long long> &a, unsigned long long v) {
+  unsigned long long old = a.load();
+  while (old < v && !a.compare_exchange_weak(old, v)) {
+  }
 }
 
 }  // namespace
@@ -349,9 +439,10 @@ int run_block(BlockRunner &r, const uops_shim_ctx &base, int barriers, char *err
 extern "C" {
 
 /* Launch entry over grid x block. threads <= 0: one worker per hardware thread (or
-   $UOPS_SHIM_THREADS). Returns 0, or -1 with a message in err. */
+   $UOPS_SHIM_THREADS). stats (when not null) receives the most counted local reads of any GPU thread and the
+   most rounds (barrier phases) of any block. Returns 0, or -1 with a message in err. */
 int uops_shim_launch(uops_shim_entry_fn entry, void **args, const unsigned *grid, const unsigned *block, int barriers,
-                     int threads, char *err, size_t errlen) {
+                     int threads, unsigned long long *stats, char *err, size_t errlen) {
   for (int i = 0; i < 3; i++) {
     if (grid[i] == 0 || block[i] == 0) {
       snprintf(err, errlen, "empty launch: grid (%u, %u, %u) block (%u, %u, %u)", grid[0], grid[1], grid[2], block[0],
@@ -369,7 +460,7 @@ int uops_shim_launch(uops_shim_entry_fn entry, void **args, const unsigned *grid
   }
   if ((unsigned long long)threads > nblocks) threads = (int)nblocks;
 
-  std::atomic<unsigned long long> next{0};
+  std::atomic<unsigned long long> next{0}, most_reads{0}, most_rounds{0};
   std::atomic<int> failed{0};
   auto work = [&]() {
     BlockRunner r;
@@ -386,10 +477,13 @@ int uops_shim_launch(uops_shim_entry_fn entry, void **args, const unsigned *grid
       base.block_idx.y = (unsigned)((b / grid[0]) % grid[1]);
       base.block_idx.z = (unsigned)(b / ((unsigned long long)grid[0] * grid[1]));
       char local_err[256];
-      if (run_block(r, base, barriers, local_err, sizeof local_err) != 0) {
+      BlockStats bs;
+      if (run_block(r, base, barriers, bs, local_err, sizeof local_err) != 0) {
         if (failed.exchange(1) == 0) snprintf(err, errlen, "%s", local_err);
         break;
       }
+      atomic_max(most_reads, bs.local_reads);
+      atomic_max(most_rounds, bs.rounds);
     }
   };
   if (threads == 1) {
@@ -399,6 +493,10 @@ int uops_shim_launch(uops_shim_entry_fn entry, void **args, const unsigned *grid
     pool.reserve((size_t)threads);
     for (int i = 0; i < threads; i++) pool.emplace_back(work);
     for (auto &t : pool) t.join();
+  }
+  if (stats) {
+    stats[0] = most_reads.load();
+    stats[1] = most_rounds.load();
   }
   return failed.load() ? -1 : 0;
 }
