@@ -4,18 +4,16 @@ shown in docs/dtypes.md: each row is checked here against numpy, and the docs' t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import uops.array_api as xp
+from tests import REPO
 from uops import Tensor
 from uops.dtypes import NUMPY_DIFFERENCES, SCALARS, DType, dtypes, from_numpy, least_upper_dtype, promote_for, to_numpy
 from uops.renderer import DTypeNotSupportedError
 from uops.testing import devices_from_env
 
-REPO = Path(__file__).resolve().parent.parent
 DEVICE = "CPU"
 # the dtypes numpy has (all but bfloat16), as uops and as numpy dtypes
 NUMPY_DTYPES = [d for d in SCALARS if d != dtypes.bfloat16]
