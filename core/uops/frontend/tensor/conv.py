@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from . import Tensor
 
 IntOrSeq = int | Sequence[int]
+#: an int, one per spatial dim, one (before, after) pair per dim, or torch's 'same' / 'valid'
+Padding = IntOrSeq | Sequence[tuple[int, int]] | str
 
 
 class ConvArgumentError(UopsError, ValueError):
@@ -55,6 +57,36 @@ def _padding(padding: IntOrSeq | Sequence[tuple[int, int]], n: int) -> tuple[tup
 
 def _out_size(size: int, k: int, s: int, d: int) -> int:
     return (size - d * (k - 1) - 1) // s + 1
+
+
+def _named_padding(
+    padding: str, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], name: str
+) -> tuple[tuple[int, int], ...]:
+    """torch's ``'valid'`` (none) and ``'same'`` (output size = input size: ``dilation * (k - 1)`` in all, the odd
+    one after, as torch pads an even kernel); 'same' with a stride cannot keep the size and is refused, as in torch."""
+    if padding == "valid":
+        return tuple((0, 0) for _ in kernel)
+    if padding != "same":
+        raise ConvArgumentError(f"{name}: padding must be an int, a sequence, 'same' or 'valid', got {padding!r}")
+    if any(v != 1 for v in stride):
+        raise ConvArgumentError(
+            f"{name}: padding='same' needs stride 1 (an output the input's size), got stride={stride}; "
+            "pad explicitly for a strided convolution"
+        )
+    total = tuple(dd * (k - 1) for k, dd in zip(kernel, dilation))
+    return tuple((t // 2, t - t // 2) for t in total)
+
+
+def _ceil_extra(size: int, k: int, s: int, p: int, d: int) -> int:
+    """Cells ``ceil_mode`` adds after the padded input so the last partial window counts (torch's rule: a window
+    must start inside the input or its left padding)."""
+    span = size + 2 * p - d * (k - 1) - 1
+    if span < 0:
+        return 0
+    out = -(-span // s) + 1
+    if (out - 1) * s >= size + p:
+        out -= 1
+    return max(0, (out - 1) * s + d * (k - 1) + 1 - (size + 2 * p))
 
 
 def pool(self: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
@@ -96,7 +128,7 @@ def _conv(
     weight: Tensor,
     bias: Tensor | None,
     stride: IntOrSeq,
-    padding: IntOrSeq | Sequence[tuple[int, int]],
+    padding: Padding,
     dilation: IntOrSeq,
     groups: int,
     n: int,
@@ -127,10 +159,11 @@ def _conv(
     if any(v < 1 for v in s + d):
         raise ConvArgumentError(f"{name}: stride and dilation must be >= 1, got stride={s}, dilation={d}")
     ks = weight.shape[2:]
+    pads = _named_padding(padding, ks, s, d, name) if isinstance(padding, str) else _padding(padding, n)
     dt = least_upper_dtype(self.dtype, weight.dtype)
     if not dtypes.is_float(dt):
         dt = dtypes.default_float
-    x = self.cast(dt).pad([None, None, *_padding(padding, n)])
+    x = self.cast(dt).pad([None, None, *pads])
     x = x._pool(ks, s, d)  # (N, C, *out, *kernel)
     outs = x.shape[2 : 2 + n]
     rc = cout // groups
@@ -146,12 +179,13 @@ def conv2d(
     weight: Tensor,
     bias: Tensor | None = None,
     stride: IntOrSeq = 1,
-    padding: IntOrSeq | Sequence[tuple[int, int]] = 0,
+    padding: Padding = 0,
     dilation: IntOrSeq = 1,
     groups: int = 1,
 ) -> Tensor:
     """2-D cross-correlation like ``torch.nn.functional.conv2d``: input (N, C, H, W), weight
-    (C_out, C/groups, kH, kW); ``padding`` is an int, one per dim, or one (before, after) per dim."""
+    (C_out, C/groups, kH, kW); ``padding`` is an int, one per dim, one (before, after) per dim, or torch's
+    ``'same'`` / ``'valid'``."""
     return _conv(self, weight, bias, stride, padding, dilation, groups, 2)
 
 
@@ -160,7 +194,7 @@ def conv1d(
     weight: Tensor,
     bias: Tensor | None = None,
     stride: IntOrSeq = 1,
-    padding: IntOrSeq | Sequence[tuple[int, int]] = 0,
+    padding: Padding = 0,
     dilation: IntOrSeq = 1,
     groups: int = 1,
 ) -> Tensor:
@@ -175,7 +209,9 @@ def _pool_args(
     stride: IntOrSeq | None,
     padding: IntOrSeq,
     dilation: IntOrSeq,
-) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]:
+    ceil_mode: bool,
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...], tuple[int, ...]]:
+    """kernel, stride, (before, after) padding, dilation, and the cells ``ceil_mode`` adds after the padding."""
     if self.ndim < 2:
         raise ConvArgumentError(f"{name} pools the last two dims, the input has shape {self.shape}")
     k = _tuple(kernel_size, 2, "kernel_size")
@@ -186,7 +222,9 @@ def _pool_args(
         raise ConvArgumentError(f"{name}: kernel_size, stride and dilation must be >= 1, got {k}, {s}, {d}")
     if any(2 * pp > kk for pp, kk in zip(p, k)):
         raise ConvArgumentError(f"{name}: padding {p} must be at most half the kernel {k} (as in torch)")
-    return k, s, tuple((pp, pp) for pp in p), d
+    sizes = self.shape[-2:]
+    extra = tuple(_ceil_extra(i, kk, ss, pp, dd) if ceil_mode else 0 for i, kk, ss, pp, dd in zip(sizes, k, s, p, d))
+    return k, s, tuple((pp, pp) for pp in p), d, extra
 
 
 def max_pool2d(
@@ -195,13 +233,15 @@ def max_pool2d(
     stride: IntOrSeq | None = None,
     padding: IntOrSeq = 0,
     dilation: IntOrSeq = 1,
+    ceil_mode: bool = False,
 ) -> Tensor:
     """The maximum of each window of the last two dims (``stride`` defaults to the kernel, as in torch);
-    padding never wins (it is -inf)."""
-    k, s, p, d = _pool_args(self, "max_pool2d", kernel_size, stride, padding, dilation)
+    padding never wins (it is -inf). ``ceil_mode`` keeps a last window that hangs over the end, as torch does."""
+    k, s, p, d, extra = _pool_args(self, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode)
     lead = [None] * (self.ndim - 2)
     fill = -math.inf if dtypes.is_float(self.dtype) else dtypes.min(self.dtype)
-    x = self.pad([*lead, *p], value=fill) if any(pp != (0, 0) for pp in p) else self
+    pads = [(b, a + e) for (b, a), e in zip(p, extra)]
+    x = self.pad([*lead, *pads], value=fill) if any(pp != (0, 0) for pp in pads) else self
     return x._pool(k, s, d).max((-2, -1))
 
 
@@ -211,14 +251,19 @@ def avg_pool2d(
     stride: IntOrSeq | None = None,
     padding: IntOrSeq = 0,
     count_include_pad: bool = True,
+    ceil_mode: bool = False,
 ) -> Tensor:
     """The mean of each window of the last two dims (``stride`` defaults to the kernel); with
-    ``count_include_pad=False`` a window divides by its cells inside the input, as in torch."""
-    k, s, p, d = _pool_args(self, "avg_pool2d", kernel_size, stride, padding, 1)
+    ``count_include_pad=False`` a window divides by its cells inside the input, as in torch. Under ``ceil_mode``
+    a last window hanging over the end divides by its cells inside the padded input (torch's rule)."""
+    k, s, p, d, extra = _pool_args(self, "avg_pool2d", kernel_size, stride, padding, 1, ceil_mode)
     lead = [None] * (self.ndim - 2)
-    x = self._float().pad([*lead, *p])
-    total = x._pool(k, s, d).sum((-2, -1))
-    if count_include_pad or all(pp == (0, 0) for pp in p):
+    pads = [(b, a + e) for (b, a), e in zip(p, extra)]
+    total = self._float().pad([*lead, *pads])._pool(k, s, d).sum((-2, -1))
+    if all(e == 0 for e in extra) and (count_include_pad or all(pp == (0, 0) for pp in p)):
         return total / math.prod(k)
-    ones = type(self).ones(*self.shape[-2:], device=self.device).pad(list(p))
+    ones = type(self).ones(*self.shape[-2:], device=self.device)
+    if count_include_pad:
+        ones = ones.pad(list(p), value=1)
+    ones = ones.pad([(0, e) if count_include_pad else (b, a + e) for (b, a), e in zip(p, extra)])
     return total / ones._pool(k, s, d).sum((-2, -1))
