@@ -200,3 +200,66 @@ def test_a_jit_capture_checks_labels_uploaded_from_numpy() -> None:
     assert math.isfinite(good)
     with pytest.raises(LossArgumentError, match="label 4 at index"):  # the call that captures
         loss(x, Tensor(np.array([1, 4], np.int32), device=DEV))
+
+
+def np_conv_grads(
+    x: np.ndarray, w: np.ndarray, g: np.ndarray, stride: tuple[int, int], pads: list[tuple[int, int]], dil, groups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The gradients of a 2-D convolution by its definition: each output's gradient times the weight added back
+    into the window it read (input), times the window summed (weight)."""
+    xp = np.pad(x, [(0, 0), (0, 0), *pads])
+    gxp, gw = np.zeros_like(xp), np.zeros_like(w)
+    cout, cg, kh, kw = w.shape
+    oh, ow = g.shape[2:]
+    for o in range(cout):
+        chans = slice(o // (cout // groups) * cg, (o // (cout // groups) + 1) * cg)
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dil[0], i * dil[0] + (oh - 1) * stride[0] + 1, stride[0])
+                cols = slice(j * dil[1], j * dil[1] + (ow - 1) * stride[1] + 1, stride[1])
+                gw[o, :, i, j] = np.einsum("nchw,nhw->c", xp[:, chans, rows, cols], g[:, o])
+                gxp[:, chans, rows, cols] += np.einsum("nhw,c->nchw", g[:, o], w[o, :, i, j])
+    h, wd = x.shape[2:]
+    return gxp[:, :, pads[0][0] : pads[0][0] + h, pads[1][0] : pads[1][0] + wd], gw
+
+
+@pytest.mark.parametrize(
+    "cin,cout,groups,hw,ks,stride,pads,dil",
+    [
+        (3, 4, 1, (6, 6), (3, 3), (1, 1), [(1, 1), (1, 1)], (1, 1)),
+        (4, 6, 2, (9, 7), (3, 2), (2, 1), [(1, 1), (0, 2)], (1, 2)),  # a stride leaving a row no window reads
+        (2, 2, 2, (8, 8), (2, 3), (3, 2), [(2, 0), (1, 1)], (2, 1)),
+        (3, 2, 1, (5, 6), (1, 1), (1, 2), [(0, 0), (0, 0)], (1, 1)),
+        (2, 3, 1, (5, 5), (2, 2), (1, 1), [(2, 1), (0, 2)], (1, 1)),  # padding beyond the kernel's reach
+    ],
+)
+def test_conv2d_gradients_match_numpy(cin, cout, groups, hw, ks, stride, pads, dil) -> None:
+    x = RNG.standard_normal((2, cin, *hw))
+    w = RNG.standard_normal((cout, cin // groups, *ks))
+    tx, tw = Tensor(x, device=DEV, requires_grad=True), Tensor(w, device=DEV, requires_grad=True)
+    y = tx.conv2d(tw, stride=stride, padding=pads, dilation=dil, groups=groups)
+    g = RNG.standard_normal(y.shape)
+    gx, gw = (y * Tensor(g, device=DEV)).sum().gradient(tx, tw)
+    want_x, want_w = np_conv_grads(x, w, g, stride, pads, dil, groups)
+    np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(gw.numpy(), want_w, rtol=1e-9, atol=1e-9)
+
+
+def test_conv_gradient_through_a_model_and_a_cast() -> None:
+    """The gradient of a float32 input flows through the conv's cast, and a second conv's input gradient
+    (a computed value, not a leaf) reaches the first conv's weight."""
+    x = RNG.standard_normal((2, 1, 6, 6)).astype(np.float32)
+    w1 = RNG.standard_normal((3, 1, 3, 3))
+    w2 = RNG.standard_normal((2, 3, 3, 3))
+    t1, t2 = Tensor(w1, device=DEV, requires_grad=True), Tensor(w2, device=DEV, requires_grad=True)
+    tx = Tensor(x, device=DEV, requires_grad=True)
+    h = tx.conv2d(t1, padding=1)
+    y = h.conv2d(t2)
+    g = RNG.standard_normal(y.shape)
+    gx, g1 = (y * Tensor(g, device=DEV)).sum().gradient(tx, t1)
+    h_np = Tensor(x.astype(np.float64), device=DEV).conv2d(Tensor(w1, device=DEV), padding=1).numpy()
+    gh, _ = np_conv_grads(h_np, w2, g, (1, 1), [(0, 0), (0, 0)], (1, 1), 1)
+    want_x, want_1 = np_conv_grads(x.astype(np.float64), w1, gh, (1, 1), [(1, 1), (1, 1)], (1, 1), 1)
+    assert gx.dtype == tx.dtype
+    np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(g1.numpy(), want_1, rtol=1e-6, atol=1e-6)
