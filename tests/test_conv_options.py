@@ -263,3 +263,20 @@ def test_conv_gradient_through_a_model_and_a_cast() -> None:
     assert gx.dtype == tx.dtype
     np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(g1.numpy(), want_1, rtol=1e-6, atol=1e-6)
+
+
+def test_conv_bias_gradient_matches_numpy() -> None:
+    x = RNG.standard_normal((2, 3, 5, 5))
+    w = RNG.standard_normal((4, 3, 3, 3))
+    b = RNG.standard_normal(4)
+    tw, tb = Tensor(w, device=DEV, requires_grad=True), Tensor(b, device=DEV, requires_grad=True)
+    y = Tensor(x, device=DEV).conv2d(tw, tb, padding=1)
+    g = RNG.standard_normal(y.shape)
+    (y.relu() * Tensor(g, device=DEV)).sum().backward()
+    ypre = np_conv(x, w, [(1, 1), (1, 1)], (1, 1)) + b[None, :, None, None]
+    gy = g * (ypre > 0)
+    assert tb.grad is not None and tw.grad is not None
+    np.testing.assert_allclose(tb.grad.numpy(), gy.sum((0, 2, 3)), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        tw.grad.numpy(), np_conv_grads(x, w, gy, (1, 1), [(1, 1), (1, 1)], (1, 1), 1)[1], rtol=1e-9
+    )

@@ -170,10 +170,14 @@ def _conv(
     if not dtypes.is_float(dt):
         dt = dtypes.default_float
     x, w = self.cast(dt), weight.cast(dt)
+    b = None if bias is None else bias.cast(dt)
     out = _correlate(x, w, s, pads, d, groups)
-    if (x.requires_grad or w.requires_grad) and GRAD_ENABLED[0]:
-        out = x._new(composite(out.uop, (x.uop, w.uop), "conv", (s, pads, d, groups, self.device)), w)
-    return out if bias is None else out + bias.cast(dt).reshape((1, cout) + (1,) * n)
+    if b is not None:
+        out = out + b.reshape((1, cout) + (1,) * n)
+    ins = (x, w) if b is None else (x, w, b)
+    if any(t.requires_grad for t in ins) and GRAD_ENABLED[0]:
+        out = x._new(composite(out.uop, tuple(t.uop for t in ins), "conv", (s, pads, d, groups, self.device)), *ins[1:])
+    return out
 
 
 def _correlate(
@@ -201,10 +205,11 @@ def _correlate(
     return (x * wv).sum(tuple(range(-1 - n, 0))).reshape((bs, cout) + outs)
 
 
-def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, UOp | None]:
+def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     """The input's gradient is a transposed convolution (the output's gradient spread by the stride, padded by the
     kernel's reach, correlated with the flipped, transposed weight: one window reduction, no scatter); the
-    weight's is the correlation of the padded input with that gradient, summed over the batch and positions."""
+    weight's is the correlation of the padded input with that gradient, summed over the batch and positions; the
+    bias's sums that gradient (read once, as a buffer, by all three)."""
     from . import Tensor
 
     stride, pads, dil, groups, device = ret.arg.move[1][1]
@@ -238,7 +243,9 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, UOp | None]:
         padded = tuple(i + b + a for i, (b, a) in zip(x.shape[2:], pads))
         gxp = gxp.pad([None, None] + [(0, max(0, p - q)) for p, q in zip(padded, gxp.shape[2:])])
         gx = gxp.shrink([None, None] + [(b, b + i) for i, (b, _) in zip(x.shape[2:], pads)])
-    return gx.uop, gw.uop
+    if len(ret.src) == 3:
+        return gx.uop, gw.uop
+    return gx.uop, gw.uop, gy.sum((0,) + tuple(range(2, 2 + n))).uop
 
 
 COMPOSITE["conv"] = _conv_grad
