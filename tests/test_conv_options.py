@@ -280,3 +280,38 @@ def test_conv_bias_gradient_matches_numpy() -> None:
     np.testing.assert_allclose(
         tw.grad.numpy(), np_conv_grads(x, w, gy, (1, 1), [(1, 1), (1, 1)], (1, 1), 1)[1], rtol=1e-9
     )
+
+
+@pytest.mark.parametrize(
+    "cin,cout,groups,hw,ks,pads,dil",
+    [
+        (3, 4, 1, (6, 5), (3, 3), [(1, 1), (1, 1)], (1, 1)),
+        (4, 6, 2, (7, 7), (3, 2), [(2, 0), (0, 1)], (2, 1)),
+        (2, 3, 1, (5, 6), (1, 1), [(0, 0), (0, 0)], (1, 1)),
+    ],
+)
+def test_the_flattened_conv_form_matches_numpy(monkeypatch, cin, cout, groups, hw, ks, pads, dil) -> None:
+    """Small images take the 4-D form; here every stride-1 conv takes the flattened one (forward and gradients)."""
+    from uops.frontend.tensor import conv
+
+    monkeypatch.setattr(conv, "FLAT_MAX_WASTE", 1e9)
+    x = RNG.standard_normal((2, cin, *hw))
+    w = RNG.standard_normal((cout, cin // groups, *ks))
+    tx, tw = Tensor(x, device=DEV, requires_grad=True), Tensor(w, device=DEV, requires_grad=True)
+    y = tx.conv2d(tw, padding=pads, dilation=dil, groups=groups)
+    flat = cout * 2 * (hw[0] + pads[0][0] + pads[0][1]) * (hw[1] + pads[1][0] + pads[1][1])  # every padded position
+    assert any(k.ast is not None and len(k.bufs) == 3 and k.bufs[0].arg[1] == flat for k in y.schedule())
+    g = RNG.standard_normal(y.shape)
+    want_x, want_w = np_conv_grads(x, w, g, (1, 1), pads, dil, groups)
+    gx, gw = (y * Tensor(g, device=DEV)).sum().gradient(tx, tw)
+    per = cout // groups
+    want_y = np.concatenate(
+        [
+            np_conv(x[:, i * (cin // groups) : (i + 1) * (cin // groups)], w[i * per : (i + 1) * per], pads, dil)
+            for i in range(groups)
+        ],
+        1,
+    )
+    np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(gw.numpy(), want_w, rtol=1e-9, atol=1e-9)
