@@ -50,6 +50,9 @@ def make_step(model: nn.Sequential, opt: Optimizer) -> Jit[Tensor]:
         opt.zero_grad()
         loss = model(x).cross_entropy(y)
         loss.backward()
+        # the loss with the gradients, in one schedule: they share the forward pass, and once nothing lazy reads
+        # the old weights (detach drops the loss's graph) the update writes them with no copy kept aside
+        loss = loss.detach().realize(*(p.grad for p in opt.params if p.grad is not None))
         opt.step()
         return loss
 

@@ -8,6 +8,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from uops import Tensor
 from uops.frontend.tensor.conv import ConvArgumentError
+from uops.ir.ops import Ops
 from uops.testing import devices_from_env
 
 DEVICES = devices_from_env()
@@ -18,6 +19,10 @@ RNG = np.random.default_rng(7)
 
 def kernels(x: Tensor) -> int:
     return sum(1 for s in x.schedule() if s.kind == "kernel")
+
+
+def reductions(x: Tensor) -> int:
+    return sum(1 for s in x.schedule() if s.ast is not None and any(u.op is Ops.REDUCE for u in s.ast.toposort()))
 
 
 def ref_conv(x: np.ndarray, w: np.ndarray, b, stride, pad, dil, groups) -> np.ndarray:
@@ -61,7 +66,9 @@ def test_conv2d_matches_numpy_in_one_kernel(case):
     out = Tensor(x, device=DEV).conv2d(
         Tensor(w, device=DEV), Tensor(b, device=DEV), stride=st, padding=pd, dilation=dl, groups=g
     )
-    assert kernels(out) == 1
+    # one window reduction; before it a copy of the input padded (no masked loads), and after it, for the flattened
+    # form of a stride-1 conv, its output in NCHW with the bias
+    assert reductions(out) == 1 and kernels(out) <= 1 + any(pd) + (st == (1, 1)) * 2
     np.testing.assert_allclose(out.numpy(), ref_conv(x, w, b, st, pd, dl, g), rtol=1e-4, atol=1e-4)
 
 
@@ -79,7 +86,7 @@ def test_conv1d_matches_numpy(k, s, p, d, g):
     w = RNG.standard_normal((6, 4 // g, k)).astype(np.float32)
     b = RNG.standard_normal(6).astype(np.float32)
     out = Tensor(x, device=DEV).conv1d(Tensor(w, device=DEV), Tensor(b, device=DEV), s, p, d, g)
-    assert kernels(out) == 1
+    assert reductions(out) == 1 and kernels(out) == 1 + (p > 0)
     np.testing.assert_allclose(out.numpy(), ref_conv(x, w, b, (s,), (p,), (d,), g), rtol=1e-4, atol=1e-4)
 
 

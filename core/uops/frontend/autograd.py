@@ -41,7 +41,7 @@ from uops.ir.uop import UOp
 from .realize import upload
 from .schedule import MoveTracker, const_view, device_of, move, shape_of
 
-__all__ = ["AutogradError", "NonDifferentiableError", "RULES", "compute_gradients", "no_grad"]
+__all__ = ["COMPOSITE", "AutogradError", "NonDifferentiableError", "RULES", "composite", "compute_gradients", "no_grad"]
 
 
 class AutogradError(UopsError, RuntimeError):
@@ -162,8 +162,29 @@ _MOVES: dict[str, Callable[[tuple[int, ...], Any, UOp], UOp | None]] = {
 }
 
 
+#: composite op name -> its rule: (the node ``composite`` made, its gradient) -> the gradients of its inputs (the
+#: node's sources after the first). Filled by the modules defining such ops (conv: ``tensor/conv.py``).
+COMPOSITE: dict[str, Rule] = {}
+
+
+def composite(value: UOp, inputs: tuple[UOp, ...], name: str, arg: object) -> UOp:
+    """``value`` (computed from ``inputs``) marked as one op whose gradient ``COMPOSITE[name]`` gives.
+
+    Why: the derivative of a composition is not always the best way to compute it (a convolution's is a window
+    scatter; a transposed convolution is one fused window reduction). The mark is a view of ``value``'s base
+    with the inputs as extra sources, so kernels see ``value`` and only this walk sees the inputs."""
+    if value.op is Ops.VIEW:
+        base, st = value.src[0], value.arg
+    else:
+        base, st = value, MoveTracker.from_shape(shape_of(value))
+    return UOp(Ops.VIEW, value.dtype, (base, *inputs), MoveTracker(st.views, ("composite", (name, arg))))
+
+
 def _view_grad(ret: UOp, g: UOp) -> Grads:
     st = ret.arg
+    if isinstance(st, MoveTracker) and st.move[0] == "composite":
+        name = st.move[1][0]  # type: ignore[index]
+        return (None, *COMPOSITE[name](ret, g))
     if not isinstance(st, MoveTracker):
         if ret.src[0].op in (Ops.BUFFER, Ops.CONST):
             return (None,)  # stored data or a broadcast constant: where gradients stop

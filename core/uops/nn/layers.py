@@ -54,7 +54,7 @@ class Conv2d:
         out_channels: int,
         kernel_size: int | tuple[int, int],
         stride: int | tuple[int, int] = 1,
-        padding: int | tuple[int, int] = 0,
+        padding: int | tuple[int, int] | str = 0,
         dilation: int | tuple[int, int] = 1,
         groups: int = 1,
         bias: bool = True,

@@ -35,8 +35,15 @@ class Optimizer:
         raise NotImplementedError
 
     def step(self) -> None:
-        """Apply one update to every parameter that has a gradient: all updates realized together."""
+        """Apply one update to every parameter that has a gradient.
+
+        Why the gradients are realized first, together: each ``assign`` runs when it is made, so a lazy gradient
+        read by several updates (Adam's two moments, momentum and the weight) would be computed again in each
+        of their kernels; one schedule of all gradients computes each once and shares the backward's work."""
         with Tensor.no_grad():
+            grads = [p.grad for p in self.params if p.grad is not None]
+            if grads:
+                grads[0].realize(*grads[1:])
             pairs = self._updates()
             for t, v in pairs:
                 t.assign(v)

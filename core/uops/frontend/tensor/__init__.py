@@ -606,6 +606,7 @@ class Tensor(_Casts):
     __rmatmul__ = nn.rmatmul
     one_hot = nn.one_hot
     cross_entropy = nn.cross_entropy
+    nll_loss = nn.nll_loss
     sparse_categorical_crossentropy = nn.sparse_categorical_crossentropy
     binary_crossentropy = nn.binary_crossentropy
     binary_crossentropy_logits = nn.binary_crossentropy_logits

@@ -11,6 +11,7 @@ import numpy as np
 
 from uops.dtypes import DType, dtypes
 from uops.errors import UopsError
+from uops.ir.ops import Ops
 
 from .args import broadcast_shape, int_arg, result_dtype, to_dtype
 
@@ -128,6 +129,56 @@ def one_hot(self: Tensor, num_classes: int = -1, dtype: DType | str | None = Non
     return (self.unsqueeze(-1) == classes).cast(to_dtype(dtype) or dtypes.default_int)
 
 
+def _host_values(t: Tensor) -> np.ndarray | None:
+    """``t``'s values on the host for a check. Inside a ``jit`` capture no kernel may run for it and the check is
+    not replayed, so only a tensor already in memory (an input) is read, and None is returned for others."""
+    from uops.frontend import realize as _realize
+
+    if _realize.recorder is None:
+        return t.numpy()
+    u = t.uop
+    if u.op is not Ops.VIEW or u.src[0].op is not Ops.BUFFER or not u.arg.contiguous:
+        return None
+    b = u.src[0]
+    host = _realize.pending.get(b)
+    if host is None:
+        mem = _realize._buffers.get(b)
+        host = None if mem is None else mem.numpy()
+    if host is None or u.arg.size != host.size:
+        return None
+    return host.reshape(t.shape)
+
+
+def _check_labels(target: Tensor, logits: tuple[int, ...], ax: int, ignore_index: int | None, name: str) -> None:
+    """Integer class labels shaped like the ``logits`` without the class axis ``ax``, each a class or
+    ``ignore_index``: a bad one is named (with its position) here, where a one-hot past the classes would
+    silently count for nothing."""
+    shape, n_cls = logits[:ax] + logits[ax + 1 :], logits[ax]
+    if not dtypes.is_int(target.dtype):
+        raise LossArgumentError(
+            f"{name}: labels must be integer class indices of shape {shape}, got {target.dtype.name} of shape "
+            f"{target.shape} (float targets are class probabilities shaped like the logits)"
+        )
+    if target.shape != shape:
+        raise LossArgumentError(
+            f"{name}: integer labels must have the logits' shape {logits} without the class axis {ax}, i.e. "
+            f"{shape}; got {target.shape}"
+        )
+    labels = _host_values(target)
+    if labels is None or labels.size == 0:
+        return
+    bad = (labels < 0) | (labels >= n_cls)
+    if ignore_index is not None:
+        bad &= labels != ignore_index
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        skip = "" if ignore_index is None else f" or ignore_index={ignore_index}"
+        raise LossArgumentError(
+            f"{name}: label {int(labels[where])} at index {where} is not a class: labels must be in [0, {n_cls})"
+            f"{skip} (the logits have {n_cls} classes on axis {ax})"
+        )
+
+
 def _class_nll(
     self: Tensor,
     target: Tensor,
@@ -145,17 +196,10 @@ def _class_nll(
     ax = self._axis(axis)
     n_cls = self.shape[ax]
     logp = self.log_softmax(ax)
-    if dtypes.is_float(target.dtype):
-        if target.shape != self.shape:
-            raise LossArgumentError(f"{name}: class probabilities {target.shape} must match the logits {self.shape}")
+    if dtypes.is_float(target.dtype) and target.shape == self.shape:
         probs, valid = target, None
     else:
-        want = self.shape[:ax] + self.shape[ax + 1 :]
-        if target.shape != want:
-            raise LossArgumentError(
-                f"{name}: integer labels must have the logits' shape {self.shape} without the class axis {ax}, "
-                f"i.e. {want}; got {target.shape}"
-            )
+        _check_labels(target, self.shape, ax, ignore_index, name)
         probs = target.one_hot(n_cls, dtype=logp.dtype)
         if ax != self.ndim - 1:
             probs = probs.permute(tuple(range(ax)) + (self.ndim - 1,) + tuple(range(ax, self.ndim - 1)))
@@ -182,6 +226,28 @@ def cross_entropy(
     return _class_nll(
         self, target, 1 if self.ndim > 1 else 0, reduction, label_smoothing, ignore_index, "cross_entropy"
     )
+
+
+def nll_loss(
+    self: Tensor,
+    target: Tensor,
+    reduction: Reduction = "mean",
+    ignore_index: int = -100,
+) -> Tensor:
+    """``torch.nn.functional.nll_loss``: ``self`` holds log-probabilities (N, C, ...) with classes on axis 1 (or
+    (C,)), ``target`` integer labels (N, ...); the loss is ``-self[n, target[n]]``, labels equal to
+    ``ignore_index`` count for nothing (and not in the mean)."""
+    if self.ndim == 0:
+        raise LossArgumentError("nll_loss needs log-probabilities with a class axis, got a 0-d tensor")
+    ax = 1 if self.ndim > 1 else 0
+    n_cls = self.shape[ax]
+    _check_labels(target, self.shape, ax, ignore_index, "nll_loss")
+    hit = target.one_hot(n_cls, dtype=dtypes.bool)
+    if ax != self.ndim - 1:
+        hit = hit.permute(tuple(range(ax)) + (self.ndim - 1,) + tuple(range(ax, self.ndim - 1)))
+    loss = -hit.where(self._float(), 0.0).sum(ax)  # a -inf of another class stays out (no -inf * 0)
+    valid = target != ignore_index
+    return _reduced(valid.where(loss, 0.0), reduction, valid.sum().maximum(1))
 
 
 def sparse_categorical_crossentropy(
