@@ -11,23 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-
-def _best_alternating(fns: list[Callable[[], object]], runs: int) -> list[float]:
-    for fn in fns:
-        fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(runs):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import time_in_turns  # noqa: E402  (a sibling script of bench/)
 
 
 def _one(emb: Any, table: np.ndarray, tokens: np.ndarray, up: np.ndarray, device: str, runs: int) -> bool:
@@ -46,7 +36,7 @@ def _one(emb: Any, table: np.ndarray, tokens: np.ndarray, up: np.ndarray, device
         np.add.at(g, tokens, up)
         return g
 
-    t_uops, t_np = _best_alternating([uops_step, numpy_step], runs)
+    t_uops, t_np = time_in_turns([uops_step, numpy_step], [], runs)
     err = float(np.abs(uops_step().numpy() - numpy_step()).max())
     print(
         f"  {len(tokens):5d} tokens: uops {t_uops * 1e3:8.2f} ms   numpy {t_np * 1e3:8.2f} ms   "

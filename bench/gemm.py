@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import time_in_turns  # noqa: E402  (a sibling script of bench/)
 
 #: name -> (M, K, N); M = 0 marks a 1-D left operand (a vector times a matrix)
 SHAPES: dict[str, tuple[int, int, int]] = {
@@ -33,18 +36,6 @@ SHAPES: dict[str, tuple[int, int, int]] = {
     "odd 33x1000x77": (33, 1000, 77),
     "odd 1023x1025x1031": (1023, 1025, 1031),
 }
-
-
-def _best_alternating(fns: list[Callable[[], Any]], runs: int) -> list[float]:
-    for fn in fns:
-        fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(runs):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
 
 
 def _report(name: str, flops: float, got: np.ndarray, want: np.ndarray, t_u: float, t_n: float) -> float:
@@ -78,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             (ta @ tb).realize()
             runtime.synchronize()
 
-        t_u, t_n = _best_alternating([run, lambda a=a, b=b: a @ b], args.runs)
+        t_u, t_n = time_in_turns([run, lambda a=a, b=b: a @ b], [], args.runs)
         ratios.append(_report(name, 2 * max(m, 1) * k * n, (ta @ tb).numpy(), a @ b, t_u, t_n))
     if args.only in "mlp 512x1024 -> 4096 -> 1024, relu":
         x = rng.standard_normal((512, 1024)).astype(np.float32)
@@ -98,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             mlp(*ts).realize()
             runtime.synchronize()
 
-        t_u, t_n = _best_alternating([run_mlp, mlp_np], args.runs)
+        t_u, t_n = time_in_turns([run_mlp, mlp_np], [], args.runs)
         ratios.append(_report("mlp 512x1024>4096>1024", 4 * 512 * 1024 * 4096, mlp(*ts).numpy(), mlp_np(), t_u, t_n))
     if ratios:
         print(f"geomean numpy/uops {math.exp(sum(math.log(r) for r in ratios) / len(ratios)):.2f}")
