@@ -13,8 +13,9 @@ launching the same chain eagerly).
 
 Training (``--only train``, or in every full run): the digits CNN of examples/train_digits.py (conv-relu-pool
 twice, then linear; Adam; batch 64), steps/s of a jitted step (forward, backward, update; a fresh batch
-uploaded each step) in uops vs the same model in tinygrad (``TinyJit``); and one conv2d 3x3 64->64 on
-8x64x56x56 forward plus the gradients of input and weight, both jitted, results compared.
+uploaded each step) in uops vs the same model in tinygrad (``TinyJit``) and in torch eager; and one conv2d
+3x3 64->64 on 8x64x56x56 forward plus the gradients of input and weight (uops and tinygrad jitted), results
+compared. torch and tinygrad are optional peers, used when this interpreter can import them.
 
     python bench/models.py [--device CPU] [--steps 32] [--runs 3] [--small] [--only decode|train]
 """
@@ -243,6 +244,48 @@ def _tinygrad_trainer() -> Callable[[np.ndarray, np.ndarray], float] | None:
     return run
 
 
+def _torch_trainer() -> Callable[[np.ndarray, np.ndarray], float] | None:
+    """The same CNN, loss and Adam in torch eager (an optional peer, imported only when installed)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    tnn = torch.nn
+    model = tnn.Sequential(
+        tnn.Conv2d(1, 16, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
+        tnn.Conv2d(16, 32, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
+        tnn.Flatten(), tnn.Linear(32 * 2 * 2, 10),
+    )  # fmt: skip
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+
+    def run(xs: np.ndarray, ys: np.ndarray) -> float:
+        loss = None
+        for x, y in zip(xs, ys):
+            opt.zero_grad()
+            loss = tnn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y).long())
+            loss.backward()
+            opt.step()
+        assert loss is not None
+        return float(loss.item())
+
+    return run
+
+
+def _torch_conv() -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    def run(x: np.ndarray, w: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
+        tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+        y = torch.nn.functional.conv2d(tx, tw, padding=1)
+        gx, gw = torch.autograd.grad((y * torch.from_numpy(g)).sum(), (tx, tw))
+        return [y.detach().numpy(), gx.numpy(), gw.numpy()]
+
+    return run
+
+
 def _uops_conv(device: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]]:
     from uops import Tensor, jit
 
@@ -292,6 +335,9 @@ def training(device: str, steps: int, runs: int) -> bool:
     tg = _tinygrad_trainer() if device == "CPU" else None
     if tg is not None:
         trainers["tinygrad"] = tg
+    th = _torch_trainer() if device == "CPU" else None
+    if th is not None:
+        trainers["torch"] = th
     print(f"training the digits CNN on {device} (batch 64, Adam): steps/s, best of {runs} rounds of {steps} steps")
     for run in trainers.values():
         run(xs[:3], ys[:3])  # warm-up: compile, capture
@@ -309,6 +355,9 @@ def training(device: str, steps: int, runs: int) -> bool:
     tc = _tinygrad_conv() if device == "CPU" else None
     if tc is not None:
         convs["tinygrad"] = tc
+    tt = _torch_conv() if device == "CPU" else None
+    if tt is not None:
+        convs["torch"] = tt
     print(f"conv2d 3x3 64->64, 8x64x56x56, forward + input and weight gradients on {device}: ms, best of {runs}")
     outs = {k: [f(cx, cw, cg), f(cx, cw, cg)][-1] for k, f in convs.items()}  # warm-up: compile, capture
     best = dict.fromkeys(convs, math.inf)
