@@ -292,6 +292,46 @@ def _row_loops(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
     return ast if row is None else _try(ast, opts, row, ren)
 
 
+def _strided_lines(
+    ast: UOp, opts: list[Opt], ren: Renderer, axes: tuple[list[UOp], list[UOp]], contiguous: list[int], lanes: int
+) -> tuple[UOp, int]:
+    """A sum over a strided axis: take whole cache lines of the contiguous output axis per pass (several per row:
+    one line per row per pass defeats the prefetchers). ``axes``: the output and reduce axes before any opt.
+    Returns the AST and the lanes now in flight."""
+    outs, reds = axes
+    for i in contiguous:
+        if any(o.op is OptOps.UPCAST and o.axis == i for o in opts):
+            continue
+        amt = _divisor(_size(outs[i]) or 1, tuple(a for a in (64, 32, 16, 8, 4) if lanes * a <= CPU_LANES))
+        if amt is not None:
+            before = len(opts)
+            ast = _try(ast, opts, Opt(OptOps.UPCAST, i, amt), ren)
+            lanes *= amt if len(opts) > before else 1
+            if amt >= 32 and reds and (_size(reds[-1]) or 0) % 2 == 0:
+                ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, 2), ren)  # two rows in flight
+        break
+    return ast, lanes
+
+
+def _unroll_reductions(
+    ast: UOp, opts: list[Opt], ren: Renderer, reds: list[UOp], streamed: list[UOp], lanes: int, budget: int, rowed: bool
+) -> tuple[UOp, int]:
+    """Independent accumulators for a reduction read contiguously (the first one; every pass of a fused row,
+    which run one after another). ``reds``: the reduce axes before any opt. Returns the AST and the lanes now
+    in flight."""
+    first = lanes
+    for j, r in enumerate(reds):
+        if any(stride(x, r) == 1 for x in streamed) and first < budget:
+            amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if first * a <= budget))
+            if amt is not None and (_size(r) or 0) >= 4 * amt:
+                before = len(opts)
+                ast = _try(ast, opts, Opt(OptOps.UNROLL, j, amt), ren)
+                lanes *= amt if len(opts) > before and lanes == first else 1
+            if not rowed:
+                break  # a row's reductions run one after another: each gets its own accumulators
+    return ast, lanes
+
+
 def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
     """The default opts for ``ast`` on ``ren``'s kind of target."""
     opts: list[Opt] = []
@@ -336,33 +376,11 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
         if not red_contig and not gpu and lanes == 1 and contiguous:
             ast, looped = _strided_reduction(ast, opts, ren, max(contiguous))
         elif not red_contig and not gpu:
-            # a sum over a strided axis: take whole cache lines of the contiguous output axis per pass
-            for i in sorted(contiguous, reverse=True):
-                if any(o.op is OptOps.UPCAST and o.axis == i for o in opts):
-                    continue
-                # several cache lines per row: one line per row per pass defeats the prefetchers
-                amt = _divisor(_size(outs[i]) or 1, tuple(a for a in (64, 32, 16, 8, 4) if lanes * a <= CPU_LANES))
-                if amt is not None:
-                    before = len(opts)
-                    ast = _try(ast, opts, Opt(OptOps.UPCAST, i, amt), ren)
-                    lanes *= amt if len(opts) > before else 1
-                    if amt >= 32 and reds and (_size(reds[-1]) or 0) % 2 == 0:
-                        ast = _try(ast, opts, Opt(OptOps.UNROLL, len(reds) - 1, 2), ren)  # two rows in flight
-                break
+            ast, lanes = _strided_lines(ast, opts, ren, (outs, reds), sorted(contiguous, reverse=True), lanes)
         if gpu:
             ast = _pick_group(ast, opts, ren, loads, red_len)
-        else:
-            first = lanes
-            for j, r in enumerate(reds):
-                # a 2-D register tile's FMAs are independent already: more accumulators only spill (16x slower)
-                if any(stride(x, r) == 1 for x in _streamed(loads, outs)) and first < budget and not tiled:
-                    amt = _divisor(_size(r) or 1, tuple(a for a in (16, 8, 4) if first * a <= budget))
-                    if amt is not None and (_size(r) or 0) >= 4 * amt:
-                        before = len(opts)
-                        ast = _try(ast, opts, Opt(OptOps.UNROLL, j, amt), ren)
-                        lanes *= amt if len(opts) > before and lanes == first else 1
-                    if not rowed:
-                        break  # a row's reductions run one after another: each gets its own accumulators
+        elif not tiled:  # a 2-D register tile's FMAs are independent already: more accumulators only spill (16x slower)
+            ast, lanes = _unroll_reductions(ast, opts, ren, reds, _streamed(loads, outs), lanes, budget, rowed)
     if gpu:
         _pick_local(ast, opts, ren)
         return opts
