@@ -45,9 +45,7 @@ def zeros(
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return cls.full(
-        shape_arg(shape), 0, dtype=to_dtype(dtype) or dtypes.default_float, device=device, requires_grad=requires_grad
-    )
+    return _filled(cls, shape, 0, dtype, device, requires_grad)
 
 
 def ones(
@@ -57,9 +55,15 @@ def ones(
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return cls.full(
-        shape_arg(shape), 1, dtype=to_dtype(dtype) or dtypes.default_float, device=device, requires_grad=requires_grad
-    )
+    return _filled(cls, shape, 1, dtype, device, requires_grad)
+
+
+def _filled(
+    cls: type[Tensor], shape: tuple[Any, ...], value: int, dtype: DType | str | None, device: str | None, grad: bool
+) -> Tensor:
+    """``zeros`` / ``ones``: the default float unless a dtype is given."""
+    dt = to_dtype(dtype) or dtypes.default_float
+    return cls.full(shape_arg(shape), value, dtype=dt, device=device, requires_grad=grad)
 
 
 def empty(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
