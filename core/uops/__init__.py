@@ -47,25 +47,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
 
 
 __all__ = [
-    "AxisType",
-    "DType",
-    "Device",
-    "GroupOp",
-    "Ops",
-    "PatternMatcher",
-    "PtrDType",
-    "Jit",
-    "JitError",
-    "Tensor",
-    "UOp",
-    "__version__",
-    "UPat",
-    "UopsError",
-    "Variable",
-    "dtypes",
-    "from_dlpack",
-    "graph_rewrite",
-    "jit",
-    "load_program",
+    "AxisType", "DType", "Device", "GroupOp", "Jit", "JitError", "Ops", "PatternMatcher", "PtrDType", "Tensor", "UOp",
+    "UPat", "UopsError", "Variable", "__version__", "dtypes", "from_dlpack", "graph_rewrite", "jit", "load_program",
     "no_grad",
-]
+]  # fmt: skip

@@ -142,6 +142,15 @@ def _init_fields(dt: DType, values: tuple[Any, ...]) -> None:
     _set(dt, "_ibounds", _int_range(dt.kind, dt.itemsize) if scalar_int else None)
 
 
+def _value_range(dt: DType) -> tuple[int | float, int | float]:
+    """The least and greatest value ``dt`` holds; a float's are the infinities."""
+    if dt.kind == "b":
+        return False, True
+    if dt.kind == "u" or dt.kind == "i":
+        return _int_range(dt.kind, dt.itemsize)
+    return -_INF, _INF
+
+
 def _int_range(kind: str, itemsize: int) -> tuple[int, int]:
     """(min, max) of the signed ('i') or unsigned ('u') integers of ``itemsize`` bytes."""
     bits = 8 * itemsize
@@ -188,19 +197,11 @@ class dtypes:
 
     @staticmethod
     def min(dt: DType) -> builtins.int | builtins.float:
-        if dt.kind == "b":
-            return False
-        if dt.kind == "u" or dt.kind == "i":
-            return _int_range(dt.kind, dt.itemsize)[0]
-        return -_INF
+        return _value_range(dt)[0]
 
     @staticmethod
     def max(dt: DType) -> builtins.int | builtins.float:
-        if dt.kind == "b":
-            return True
-        if dt.kind == "u" or dt.kind == "i":
-            return _int_range(dt.kind, dt.itemsize)[1]
-        return _INF
+        return _value_range(dt)[1]
 
 
 SCALARS: tuple[DType, ...] = (

@@ -1,4 +1,6 @@
 import gc
+import subprocess
+import sys
 import weakref
 
 import pytest
@@ -83,3 +85,14 @@ def test_integer_bounds_on_dtypes_are_the_dtype_limits():
 def test_a_dtype_that_is_not_a_dtype_is_named():
     with pytest.raises(TypeError, match="dtype must be a DType, got str"):
         UOp(Ops.CONST, "int32", (), 1)  # type: ignore[arg-type]
+
+
+def test_simplify_works_after_importing_uop_alone() -> None:
+    """symbolic installs UOp.simplify's rules as uops.ir loads: no import of uops.ir.symbolic is needed."""
+    code = (
+        "import sys\nfrom uops.ir.uop import UOp\nfrom uops.dtypes import dtypes\n"
+        "assert 'uops.ir.symbolic' in sys.modules\n"
+        "print((UOp.const(dtypes.int32, 3) + 4).simplify().arg)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "7"

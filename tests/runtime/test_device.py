@@ -14,7 +14,9 @@ from uops.runtime import (
     Buffer,
     BufferFreedError,
     HostAllocator,
+    Launch,
     LaunchError,
+    LaunchProgram,
     Program,
     Runtime,
     copy_between,
@@ -75,6 +77,22 @@ def test_contracts_are_abstract() -> None:
         Runtime()  # type: ignore[abstract]
     with pytest.raises(TypeError):
         Program()  # type: ignore[abstract]
+    with pytest.raises(TypeError, match="launch"):
+        LaunchProgram()  # type: ignore[abstract]
+
+
+class RecordingProgram(LaunchProgram):
+    def launch(self, bufs: tuple[Any, ...], kw: Launch) -> float | None:
+        self.seen = (bufs, kw)
+        return 0.5 if kw["wait"] else None
+
+
+def test_launch_program_gets_every_keyword_with_the_defaults_filled_in() -> None:
+    prg = RecordingProgram()
+    assert prg("a", "b", local_size=(4, 1, 1)) is None
+    assert prg.seen == (("a", "b"), {"global_size": (1, 1, 1), "local_size": (4, 1, 1), "vals": (), "wait": False})
+    assert prg(vals=(3,), wait=True) == 0.5
+    assert prg.seen[1]["vals"] == (3,) and prg.seen[1]["global_size"] == (1, 1, 1)
 
 
 @pytest.mark.parametrize("nbytes", [0, 1, 3, 64, 1000, 1 << 20])

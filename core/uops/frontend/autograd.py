@@ -363,19 +363,7 @@ def _inputs(n: UOp) -> tuple[UOp, ...]:
 
 def _order(root: UOp, targets: set[UOp]) -> list[UOp]:
     """The nodes on a path from ``root`` to a target, each after its inputs (iterative)."""
-    order: list[UOp] = []
-    seen: set[UOp] = set()
-    stack: list[tuple[UOp, bool]] = [(root, False)]
-    while stack:
-        n, done = stack.pop()
-        if done:
-            order.append(n)
-            continue
-        if n in seen:
-            continue
-        seen.add(n)
-        stack.append((n, True))
-        stack.extend((s, False) for s in _inputs(n) if s not in seen)
+    order = root.toposort(sources=_inputs)
     on_path: set[UOp] = set()
     for n in order:
         if n in targets or any(s in on_path for s in _inputs(n)):

@@ -44,7 +44,7 @@ from uops.ir.ops import (
     Ops,
 )
 from uops.ir.rewrite import PatternMatcher, UPat, remembering_rewrite
-from uops.ir.uop import ConstType, UOp, new_uop
+from uops.ir.uop import ConstType, UOp, install_simplifier, new_uop
 
 __all__ = ["simplify", "symbolic", "symbolic_simple", "tree_size"]
 
@@ -976,3 +976,4 @@ def simplify(u: UOp) -> UOp:
 
 
 _simplify = remembering_rewrite(symbolic, bottom_up=True)
+install_simplifier(_simplify)

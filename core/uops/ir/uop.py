@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from uops.dtypes import DType, PtrDType, dtypes, truncate
+from uops.errors import UopsError
 from uops.ir.alu import eval_scalar, idiv
 from uops.ir.ops import AxisType, GroupOp, Ops
 
@@ -325,8 +326,11 @@ class UOp(_UOpFields):
         return _new_uop(UOp, _END, dtypes.void, (self, *ranges))
 
     # ----- graph walking -----
-    def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
-        """Every node reachable from self, each after its sources. Iterative: deep graphs are fine."""
+    def toposort(
+        self, gate: Callable[[UOp], bool] | None = None, sources: Callable[[UOp], tuple[UOp, ...]] | None = None
+    ) -> list[UOp]:
+        """Every node reachable from self, each after its sources. Iterative: deep graphs are fine. ``gate``
+        says which nodes' sources are entered; ``sources`` stands for ``.src`` (a walk over another edge set)."""
         order: list[UOp] = []
         seen: set[UOp] = set()
         stack: list[tuple[UOp, bool]] = [(self, False)]
@@ -340,7 +344,7 @@ class UOp(_UOpFields):
             seen.add(node)
             stack.append((node, True))
             if gate is None or gate(node):
-                for s in reversed(node.src):
+                for s in reversed(node.src if sources is None else sources(node)):
                     if s not in seen:
                         stack.append((s, False))
         return order
@@ -348,11 +352,12 @@ class UOp(_UOpFields):
     def simplify(self) -> UOp:
         """This graph with the symbolic rules applied to a fixed point (`uops.ir.symbolic.simplify`).
 
-        Imported when called: the rules are built from UOps, so the module holding them loads after this one.
+        The rules are built from UOps, so their module sits above this one and installs itself here
+        (`install_simplifier`); ``uops.ir`` loads it with the package, so it is always in place.
         """
-        from uops.ir.symbolic import simplify
-
-        return simplify(self)
+        if _simplifier is None:
+            raise UopsError("UOp.simplify: uops.ir.symbolic has not installed its rules (it loads with uops.ir)")
+        return _simplifier(self)
 
     def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
         """Replace nodes by identity (no pattern matching), rebuilding their users; keys are not entered."""
@@ -477,6 +482,15 @@ class UOp(_UOpFields):
 # UOp's constructor without the class call around it, for the places that build many nodes
 #: the constructor without the class call's lookups, for the rewrite walks' hot paths: ``new_uop(UOp, op, ...)``
 new_uop = _new_uop = UOp.__new__
+
+#: `uops.ir.symbolic.simplify` once that module has loaded: UOp.simplify's rules live above UOp
+_simplifier: Callable[[UOp], UOp] | None = None
+
+
+def install_simplifier(simplify: Callable[[UOp], UOp]) -> None:
+    """How `uops.ir.symbolic` gives ``UOp.simplify`` its rules without this module importing it."""
+    global _simplifier
+    _simplifier = simplify
 
 
 def _float_key(x: float) -> tuple[type, str]:

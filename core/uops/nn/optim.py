@@ -94,6 +94,8 @@ class Adam(Optimizer):
     """Adam (``weight_decay`` added to the gradient, as torch's Adam); AdamW decays the weights instead."""
 
     decoupled = False
+    #: ``weight_decay`` when it is not given: torch's default for each class
+    default_weight_decay = 0.0
 
     def __init__(
         self,
@@ -102,10 +104,11 @@ class Adam(Optimizer):
         b1: float = 0.9,
         b2: float = 0.999,
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float | None = None,
     ):
         super().__init__(params, lr)
-        self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self.b1, self.b2, self.eps = b1, b2, eps
+        self.weight_decay = self.default_weight_decay if weight_decay is None else weight_decay
         self.t = 0
         # b1**t and b2**t live on the device, so the update kernels keep one program for every step (no recompile
         # per step) and a jitted training step replays them with the right bias correction
@@ -139,17 +142,7 @@ class AdamW(Adam):
     """Adam with decoupled weight decay (``p *= 1 - lr * wd`` before the step), torch's default wd 0.01."""
 
     decoupled = True
-
-    def __init__(
-        self,
-        params: list[Tensor],
-        lr: float = 0.001,
-        b1: float = 0.9,
-        b2: float = 0.999,
-        eps: float = 1e-8,
-        weight_decay: float = 0.01,
-    ):
-        super().__init__(params, lr, b1, b2, eps, weight_decay)
+    default_weight_decay = 0.01
 
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer", "OptimizerError"]

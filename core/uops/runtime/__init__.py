@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from abc import ABC, abstractmethod
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 import numpy as np
 
@@ -25,7 +25,9 @@ __all__ = [
     "DeviceError",
     "Event",
     "HostAllocator",
+    "Launch",
     "LaunchError",
+    "LaunchProgram",
     "OutOfMemoryError",
     "Program",
     "ProgramLoadError",
@@ -189,6 +191,32 @@ class Program(ABC):
         """Launch with buffer handles then int32 ``vals``; with ``wait`` return elapsed seconds (the launch is
         done). Without ``wait`` a launch may return an `Event`; the core waits on it before reading any buffer
         the launch was given."""
+
+
+class Launch(TypedDict, total=False):
+    """`Program.__call__`'s keywords as one value. A caller may leave any out; `LaunchProgram.launch`
+    receives all four, the defaults filled in."""
+
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    vals: tuple[int, ...]
+    wait: bool
+
+
+#: `Program.__call__`'s defaults
+_DEFAULT_LAUNCH = Launch(global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False)
+
+
+class LaunchProgram(Program):
+    """A Program that takes its launch as the buffers and one `Launch` (`launch`): the core's own runtimes
+    and the kit's wrappers, which hand the keywords on or read a few of them."""
+
+    def __call__(self, *bufs: Any, **kw: Unpack[Launch]) -> float | Event | None:
+        return self.launch(bufs, {**_DEFAULT_LAUNCH, **kw})
+
+    @abstractmethod
+    def launch(self, bufs: tuple[Any, ...], kw: Launch) -> float | Event | None:
+        """`Program.__call__` with its keywords gathered into ``kw``."""
 
 
 class Runtime(ABC):

@@ -7,20 +7,11 @@ gains later is forwarded by default instead of being lost by one wrapper and not
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
 
-from uops.runtime import Allocator, Event, Program, Runtime
+from uops.runtime import Allocator, Event, Launch, LaunchProgram, Program, Runtime
 
 __all__ = ["Launch", "WrappedAllocator", "WrappedProgram", "WrappedRuntime"]
-
-
-class Launch(TypedDict):
-    """A launch's keyword arguments (`Program.__call__`), as a wrapper passes them on."""
-
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...]
-    vals: tuple[int, ...]
-    wait: bool
 
 
 class WrappedAllocator(Allocator):
@@ -46,21 +37,11 @@ class WrappedAllocator(Allocator):
         return self.inner.view(handle, offset, nbytes)
 
 
-class WrappedProgram(Program):
+class WrappedProgram(LaunchProgram):
     """``inner``; a wrapper overrides `launch`, which sees the buffers and the keywords as one dict."""
 
     def __init__(self, inner: Program, name: str) -> None:
         self.inner, self.name = inner, name
-
-    def __call__(
-        self,
-        *bufs: Any,
-        global_size: tuple[int, ...] = (1, 1, 1),
-        local_size: tuple[int, ...] = (1, 1, 1),
-        vals: tuple[int, ...] = (),
-        wait: bool = False,
-    ) -> float | Event | None:
-        return self.launch(bufs, Launch(global_size=global_size, local_size=local_size, vals=vals, wait=wait))
 
     def launch(self, bufs: tuple[Any, ...], kw: Launch) -> float | Event | None:
         return self.inner(*bufs, **kw)

@@ -23,7 +23,7 @@ import numpy as np
 from uops.backends.gpu_emu.compiler import cxx_path, cxx_version, run_cxx, shim_header
 from uops.backends.gpu_emu.dialect import Dialect
 from uops.compiler import CompileError, CompilerUnavailableError, cache_dir
-from uops.runtime import HostAllocator, LaunchError, Program, ProgramLoadError, Runtime, launch_dims
+from uops.runtime import HostAllocator, Launch, LaunchError, LaunchProgram, ProgramLoadError, Runtime, launch_dims
 from uops.runtime.elf import ElfError, SharedLibrary, SymbolNotDefinedError
 
 __all__ = [
@@ -115,7 +115,7 @@ def _address(handle: Any) -> int:
     raise TypeError(f"cannot pass a {type(handle).__name__} to an emulated kernel; expected a host buffer handle")
 
 
-class EmulatedProgram(Program):
+class EmulatedProgram(LaunchProgram):
     """One kernel of a shim-compiled library. ``global_size`` counts blocks, ``local_size`` threads."""
 
     def __init__(self, name: str, lib: bytes, dialect: Dialect, plugin: str = __name__) -> None:
@@ -141,14 +141,8 @@ class EmulatedProgram(Program):
         why = "it was compiled for (its launch bound); a GPU refuses this launch"
         return launch_dims(self.name, global_size, local_size, d.name, d.max_grid, d.max_block, self.bound, why)
 
-    def __call__(
-        self,
-        *bufs: Any,
-        global_size: tuple[int, ...] = (1, 1, 1),
-        local_size: tuple[int, ...] = (1, 1, 1),
-        vals: tuple[int, ...] = (),
-        wait: bool = False,
-    ) -> float | None:
+    def launch(self, bufs: tuple[Any, ...], kw: Launch) -> float | None:
+        global_size, local_size, vals, wait = kw["global_size"], kw["local_size"], kw["vals"], kw["wait"]
         grid, block = self.check_launch(global_size, local_size)
         cells: list[ctypes.c_void_p | ctypes.c_int32] = [ctypes.c_void_p(_address(b)) for b in bufs]
         cells += [ctypes.c_int32(int(v)) for v in vals]

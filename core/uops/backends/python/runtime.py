@@ -20,7 +20,7 @@ from uops.ir.alu import ALU, eval_array
 from uops.ir.ops import AxisType, GroupOp, Ops
 from uops.ir.serialize import uops_from_data
 from uops.ir.uop import UOp
-from uops.runtime import Allocator, HostAllocator, Program, ProgramLoadError, Runtime
+from uops.runtime import Allocator, HostAllocator, Launch, LaunchProgram, ProgramLoadError, Runtime
 
 _PLUGIN = __name__.rpartition(".")[0]  # uops.backends.python, as ProgramLoadError names a plugin
 
@@ -79,7 +79,7 @@ class _Ptr:
         return self.rows is not None
 
 
-class PythonProgram(Program):
+class PythonProgram(LaunchProgram):
     def __init__(self, name: str, lib: bytes) -> None:
         try:
             data = json.loads(lib)
@@ -99,19 +99,12 @@ class PythonProgram(Program):
                 self.ends[start], self.starts[i] = i, start
         self.n_globals = sum(1 for u in self.uops if u.op is Ops.DEFINE_GLOBAL)
 
-    def __call__(
-        self,
-        *bufs: Any,
-        global_size: tuple[int, ...] = (1, 1, 1),
-        local_size: tuple[int, ...] = (1, 1, 1),
-        vals: tuple[int, ...] = (),
-        wait: bool = False,
-    ) -> float | None:
+    def launch(self, bufs: tuple[Any, ...], kw: Launch) -> float | None:
         t0 = time.perf_counter()
         if len(bufs) != self.n_globals:
             raise InterpreterError(f"kernel {self.name} takes {self.n_globals} buffers, got {len(bufs)}")
-        self._run(bufs, tuple(global_size), tuple(local_size), vals)
-        return time.perf_counter() - t0 if wait else None
+        self._run(bufs, tuple(kw["global_size"]), tuple(kw["local_size"]), kw["vals"])
+        return time.perf_counter() - t0 if kw["wait"] else None
 
     def _run(self, bufs: tuple[Any, ...], gsz: tuple[int, ...], lsz: tuple[int, ...], vals: tuple[int, ...]) -> None:
         gsz = (*gsz, 1, 1, 1)[:3]
@@ -246,7 +239,7 @@ class PythonRuntime(Runtime):
     def __init__(self) -> None:
         self.allocator: Allocator = HostAllocator()
 
-    def load(self, name: str, lib: bytes) -> Program:
+    def load(self, name: str, lib: bytes) -> PythonProgram:
         return PythonProgram(name, lib)
 
 

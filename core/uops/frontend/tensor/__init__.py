@@ -12,6 +12,7 @@ the realize layer.
 
 from __future__ import annotations
 
+import importlib
 import math
 import weakref
 from collections.abc import Sequence
@@ -35,6 +36,9 @@ __all__ = [
     "AutogradError", "AxisError", "NonDifferentiableError", "Scalar", "Tensor", "broadcast_shape", "from_dlpack",
     "no_grad",
 ]  # fmt: skip
+
+#: the module ``Tensor.__array_namespace__`` returns (it imports Tensor, so it is found by name)
+ARRAY_NAMESPACE = "uops.array_api"
 
 #: id -> the leaf tensors requiring grad (set by the user, not made by an op): what ``backward()`` fills.
 #: Keyed by id, not a WeakSet: a set would compare tensors with ``==``, which is elementwise here.
@@ -644,10 +648,12 @@ class Tensor(_Casts):
         return dlpack.dlpack_device(self.device)
 
     def __array_namespace__(self, api_version: str | None = None) -> Any:
-        """``uops.array_api``, the Python Array API standard's namespace over Tensor."""
-        from uops import array_api
+        """``uops.array_api``, the Python Array API standard's namespace over Tensor.
 
-        return array_api.namespace(api_version)
+        The namespace is a layer above Tensor, so it is bound by name when first asked for, the way
+        ``uops`` binds its public names (`uops._lazy`), never imported from here.
+        """
+        return importlib.import_module(ARRAY_NAMESPACE).namespace(api_version)
 
 
 from_dlpack = Tensor.from_dlpack

@@ -34,12 +34,19 @@ def matmul(m: int, n: int, k: int) -> Case:
     return UOp.sink(out.index(i * n + j).store(dot)), lambda x, y: x @ y, [(m, k), (k, n)]
 
 
-def col_max(m: int, n: int) -> Case:
-    """out[j] = max_i x[i, j]: a reduction over the strided axis."""
+def reduce_2d(m: int, n: int, axis: int, op: Ops) -> Case:
+    """out = x.(max or sum)(axis) over an (m, n) x: axis 0 reduces over the strided axis, axis 1 over the
+    contiguous one (several rows stream at once when upcast)."""
     out, x = bufs(2)
-    j, r = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
-    red = x.index(r * n + j).load().reduce(r, op=Ops.MAX)
-    return UOp.sink(out.index(j).store(red)), lambda a: a.max(axis=0), [(m, n)]
+    kept, reduced = (n, m) if axis == 0 else (m, n)
+    o, r = UOp.range(kept, 0, AxisType.GLOBAL), UOp.range(reduced, 1, AxisType.REDUCE)
+    red = x.index(r * n + o if axis == 0 else o * n + r).load().reduce(r, op=op)
+    ref = np.max if op is Ops.MAX else np.sum
+    return UOp.sink(out.index(o).store(red)), lambda a: ref(a, axis=axis), [(m, n)]
+
+
+def col_max(m: int, n: int) -> Case:
+    return reduce_2d(m, n, 0, Ops.MAX)
 
 
 def col_sum_and_copy(m: int, n: int) -> Case:
@@ -53,11 +60,7 @@ def col_sum_and_copy(m: int, n: int) -> Case:
 
 
 def row_sum(m: int, n: int) -> Case:
-    """out[i] = sum_k x[i, k]: a reduction over the contiguous axis (several rows stream at once when upcast)."""
-    out, x = bufs(2)
-    i, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.REDUCE)
-    red = x.index(i * n + r).load().reduce(r, op=Ops.ADD)
-    return UOp.sink(out.index(i).store(red)), lambda a: a.sum(axis=1), [(m, n)]
+    return reduce_2d(m, n, 1, Ops.ADD)
 
 
 def row_sq_dev(m: int, n: int) -> Case:
