@@ -112,7 +112,6 @@ _SOURCE = (
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define MAX_ARGS @MAX_ARGS@
 #define MAX_WORKERS @MAX_WORKERS@
@@ -142,8 +141,8 @@ static struct {
   int nargs, workers, sleepers;
   void *fn;
   A args[MAX_ARGS];
-  pid_t pid;
 } P;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static long now_ns(void) {
   struct timespec t;
@@ -206,13 +205,18 @@ static void reset(void) {
   pthread_mutex_init(&P.submit, NULL);
   pthread_mutex_init(&P.lock, NULL);
   pthread_cond_init(&P.wake, NULL);
-  P.pid = getpid();
+}
+
+/* the child of a fork has none of its parent's workers and must not inherit its locks' state */
+static void init(void) {
+  reset();
+  pthread_atfork(NULL, NULL, reset);
 }
 
 /* run fn's chunks 0..chunks-1 on the caller and threads-1 workers; 0, or -1 when the launch does not fit */
 int uops_pool_run(void *fn, const A *args, int nargs, int chunks, int threads) {
   if (nargs < 0 || nargs > MAX_ARGS || chunks < 1 || chunks > 0xFFFF) return -1;
-  if (P.pid != getpid()) reset(); /* first use, or a forked child: the parent's workers are not here */
+  pthread_once(&once, init);
   pthread_mutex_lock(&P.submit);
   int want = threads - 1 < MAX_WORKERS ? threads - 1 : MAX_WORKERS;
   while (P.workers < want) {
@@ -245,7 +249,7 @@ int uops_pool_run(void *fn, const A *args, int nargs, int chunks, int threads) {
   return 0;
 }
 
-int uops_pool_workers(void) { return P.pid == getpid() ? P.workers : 0; }
+int uops_pool_workers(void) { return P.workers; }
 """.replace("@MAX_ARGS@", str(MAX_ARGS))
     .replace("@MAX_WORKERS@", str(_MAX_WORKERS))
     .replace("@SPIN_US@", str(SPIN_US))
