@@ -195,3 +195,67 @@ def test_saved_spec_keeps_enum_args():
     assert uops_from_data(data)[0] is ast
     back = ProgramSpec.from_json(get_program(ast, d.renderer, d.compiler).to_json())
     assert back.ast is ast and back.ast.src[0].src[1].arg is Ops.MAX
+
+
+def _global_loads(sink: UOp, slot: int) -> list[UOp]:
+    return [
+        u
+        for u in sink.toposort()
+        if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and u.src[0].src[0].arg == slot
+    ]
+
+
+def _sized(slot: int, n: int) -> UOp:
+    return UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(n), (), slot)
+
+
+@pytest.mark.parametrize("sized", [True, False])
+def test_masked_read_in_bounds_stays_a_select(sized):
+    """where(mask, x[r], 0) over a buffer whose size bounds r loads unconditionally (it vectorizes); without a
+    known size, and for a padded read (x[r - 1]), the load is gated so nothing outside the buffer is read."""
+    n = 8
+    r = UOp.range(n, 0, AxisType.GLOBAL)
+    src = _sized(1, n) if sized else glob(1)
+    masked = (r < 3).where(src.index(r).load(), 0.0)
+    padded = (r < 1).where(0.0, _sized(2, n).index(r - 1).load())
+    ast = UOp.sink(_sized(0, n).index(r).store(masked + padded))
+    sink, _ = full_rewrite_to_sink(ast, Device["PYTHON"].renderer)
+    (mload,) = _global_loads(sink, 1)
+    (pload,) = _global_loads(sink, 2)
+    assert len(mload.src[0].src) == (2 if sized else 3)  # INDEX(buf, idx[, gate])
+    assert len(pload.src[0].src) == 3
+    x, y = np.arange(1, n + 1, dtype=np.float32), np.arange(10, 10 + n, dtype=np.float32)
+    want = np.where(np.arange(n) < 3, x, 0) + np.concatenate([[0], y[:-1]])
+    for device in DEVICES:
+        got, _ = run(ast, device, [x, y], (n,))
+        np.testing.assert_array_equal(got, want, err_msg=device)
+
+
+@pytest.mark.parametrize("keep_first", [True, False])
+def test_masked_update_of_the_stored_element_is_a_gated_store(keep_first):
+    """store(out[r], where(m, new, out[r])) writes only where m (either branch order): no read of out at all."""
+    n = 8
+    r = UOp.range(n, 0, AxisType.GLOBAL)
+    old, new = _sized(0, n).index(r).load(), glob(1).index(r).load() * 2.0
+    value = (r < 3).where(new, old) if keep_first else (r < 3).where(old, new)
+    sink, _ = full_rewrite_to_sink(UOp.sink(_sized(0, n).index(r).store(value)), Device["PYTHON"].renderer)
+    assert _global_loads(sink, 0) == []
+    (store,) = [u for u in sink.toposort() if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+    assert len(store.src[0].src) == 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_masked_in_place_update_leaves_the_rest(device):
+    """The front end's masked in-place write (a KV cache row) through the gated store, against numpy."""
+    from uops import Tensor
+
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    t = Tensor(base.copy(), device=device).realize()
+    rows = Tensor(np.arange(4, dtype=np.int32).reshape(4, 1), device=device)
+    new = Tensor(np.full((1, 6), -1.0, np.float32), device=device)
+    t.assign((rows == 2).where(new, t))
+    t.assign((rows != 0).where(t, t * 10))
+    want = base.copy()
+    want[2] = -1
+    want[0] *= 10
+    np.testing.assert_array_equal(t.numpy(), want)
