@@ -85,6 +85,8 @@ pm_gate_loads = PatternMatcher(
         (UPat.var("valid").where(UPat.var("pad"), UPat(Ops.LOAD, name="ld")), _gate_load_inverted),
     ]
 )
+
+
 def _keeps_target(idx: UOp, other: UOp) -> bool:
     """Whether ``other`` is a plain load of exactly the element ``idx`` stores to."""
     return other.op is Ops.LOAD and len(other.src) == 1 and other.src[0] == idx
