@@ -52,6 +52,26 @@ def test_strided_reductions_stream_rows_through_an_inner_loop(monkeypatch: pytes
     assert not any(o.op is I for o in hand_coded_opts(ast, Device["CUDA"].renderer))
 
 
+def test_batched_vector_matrix_keeps_its_lanes_unrolled_by_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """p @ V per head (decode attention): the value columns fill the vectors, so the reduction is not unrolled
+    (its accumulators would interleave with the lanes); the result still matches numpy."""
+    monkeypatch.setenv("UOPS_THREADS", "1")
+    heads, ctx, dim = 6, 256, 64
+    out, p, v = bufs(3)
+    h, d = UOp.range(heads, 0, AxisType.GLOBAL), UOp.range(dim, 1, AxisType.GLOBAL)
+    r = UOp.range(ctx, 2, AxisType.REDUCE)
+    dot = (p.index(h * ctx + r).load() * v.index(h * ctx * dim + r * dim + d).load()).reduce(r, op=Ops.ADD)
+    ast = UOp.sink(out.index(h * dim + d).store(dot))
+    for ren in (_avx2(), Device["CPU"].renderer):
+        opts = hand_coded_opts(ast, ren)
+        assert any(o.op is U and o.axis == 1 for o in opts), opts
+        assert not any(o.op is R for o in opts), opts
+    got, want = run_ast(
+        "CPU", ast, lambda pn, vn: (pn @ vn).reshape(heads, dim), [(heads, 1, ctx), (heads, ctx, dim)], None
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_row_sums_stream_several_rows_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sum over the contiguous axis on CPU: eight rows upcast (one vector accumulator each) beside the unrolled
     reduction; a max or an exp in the step (computed lane by lane) keeps one row at a time, as do short rows."""
