@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -77,11 +78,31 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _PLUGIN = __name__.partition(".")[0]
 
 
+#: id of a live handle -> (a weak reference to it, its data address): ``ndarray.ctypes.data`` costs ~0.8 us, as much
+#: as the launch of a small kernel, and a replayed step passes the same handles every time
+_addresses: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
+
+
+def _forget(key: int, ref: weakref.ref[np.ndarray]) -> None:
+    if _addresses.get(key, (None, 0))[0] is ref:
+        del _addresses[key]
+
+
+def _array_address(a: np.ndarray) -> int:
+    key = id(a)
+    hit = _addresses.get(key)
+    if hit is not None and hit[0]() is a:
+        return hit[1]
+    addr = int(a.ctypes.data)
+    _addresses[key] = (weakref.ref(a, lambda r, k=key: _forget(k, r)), addr)
+    return addr
+
+
 def _address(buf: Any) -> int:
     if isinstance(buf, Buffer):
         buf = buf.handle
     if isinstance(buf, np.ndarray):
-        return int(buf.ctypes.data)
+        return _array_address(buf)
     if isinstance(buf, int) and not isinstance(buf, bool):
         return buf
     raise TypeError(f"a CPU kernel argument must be a buffer handle (numpy array), a Buffer or an address, got {buf!r}")
@@ -371,6 +392,7 @@ class ClangProgram(Program):
         except (ElfError, SymbolNotDefinedError, OSError) as e:
             raise ProgramLoadError(_PLUGIN, name, e) from e
         self._fxn.restype = None
+        self._signature: tuple[int, int, bool] | None = None
         self._entry = int(ctypes.cast(self._fxn, ctypes.c_void_p).value or 0)
 
     def __call__(
@@ -391,24 +413,29 @@ class ClangProgram(Program):
         chunks = math.prod(global_size)
         t0 = time.perf_counter()
         if chunks <= 1:
-            self._fxn(*self._ctypes_args(ints, len(bufs)))
+            self._typed(len(bufs), len(vals), threaded=False)(*ints)
         else:
-            self._run_chunks(ints, len(bufs), chunks)
+            self._run_chunks(ints, len(bufs), len(vals), chunks)
         return time.perf_counter() - t0 if wait else None
 
-    @staticmethod
-    def _ctypes_args(ints: list[int], n_bufs: int) -> list[Any]:
-        return [ctypes.c_void_p(v) if i < n_bufs else ctypes.c_int32(v) for i, v in enumerate(ints)]
+    def _typed(self, n_bufs: int, n_vals: int, threaded: bool) -> Any:
+        """The function with ctypes ``argtypes`` for this call's parameters, so plain ints are passed as they are
+        (a ``c_void_p`` per argument costs more than a small kernel's launch); set again when they change."""
+        sig = (n_bufs, n_vals, threaded)
+        if self._signature != sig:
+            self._fxn.argtypes = [ctypes.c_void_p] * n_bufs + [ctypes.c_int32] * (n_vals + threaded)
+            self._signature = sig
+        return self._fxn
 
-    def _run_chunks(self, ints: list[int], n_bufs: int, chunks: int) -> None:
+    def _run_chunks(self, ints: list[int], n_bufs: int, n_vals: int, chunks: int) -> None:
         workers = min(cpu_threads(), chunks)
         pool = native_pool() if workers > 1 else None
         if pool is not None and pool.run(self._entry, ints, chunks, workers):
             return
-        args = self._ctypes_args(ints, n_bufs)
+        fxn = self._typed(n_bufs, n_vals, threaded=True)
         if workers == 1:
             for c in range(chunks):
-                self._fxn(*args, ctypes.c_int32(c))
+                fxn(*ints, c)
             return
 
         # each worker claims the next chunk when it is free (count's __next__ is atomic under the
@@ -417,7 +444,7 @@ class ClangProgram(Program):
 
         def share() -> None:
             while (c := claim()) < chunks:
-                self._fxn(*args, ctypes.c_int32(c))
+                fxn(*ints, c)
 
         futs = [_workers().submit(share) for _ in range(1, workers)]
         share()
