@@ -26,6 +26,7 @@ workers at its first launch.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import itertools
 import math
@@ -94,7 +95,7 @@ def _array_address(a: np.ndarray) -> int:
     if hit is not None and hit[0]() is a:
         return hit[1]
     addr = int(a.ctypes.data)
-    _addresses[key] = (weakref.ref(a, lambda r, k=key: _forget(k, r)), addr)
+    _addresses[key] = (weakref.ref(a, functools.partial(_forget, key)), addr)
     return addr
 
 
