@@ -72,6 +72,27 @@ def test_batched_vector_matrix_keeps_its_lanes_unrolled_by_nothing(monkeypatch: 
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_matmul_with_transposed_weights_is_packed_like_a_plain_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``x @ w.T`` with torch's (out, in) weights: its columns become the vector axis once PACK copies the
+    strips into (K, columns) panels; a few rows (decode) keep the unrolled stream along the contiguous K."""
+    monkeypatch.setenv("UOPS_THREADS", "1")
+
+    def nt(m: int, n: int, k: int) -> UOp:
+        out, a, b = bufs(3)
+        i, j, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+        dot = (a.index(i * k + r).load() * b.index(j * k + r).load()).reduce(r, op=Ops.ADD)
+        return UOp.sink(out.index(i * n + j).store(dot))
+
+    for ren in (_avx2(), Device["CPU"].renderer):
+        opts = hand_coded_opts(nt(256, 384, 256), ren)
+        assert {o.axis for o in opts if o.op is U} == {0, 1} and any(o.op is P for o in opts), opts
+        few = hand_coded_opts(nt(3, 384, 256), ren)
+        assert any(o.op is R for o in few) and not any(o.op is P for o in few), few
+    for m, n, k in ((256, 384, 256), (33, 100, 77), (8, 64, 384), (3, 96, 128)):
+        got, want = run_ast("CPU", nt(m, n, k), lambda x, w: x @ w.T, [(m, k), (n, k)], None)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_row_sums_stream_several_rows_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sum over the contiguous axis on CPU: eight rows upcast (one vector accumulator each) beside the unrolled
     reduction; a max or an exp in the step (computed lane by lane) keeps one row at a time, as do short rows."""
