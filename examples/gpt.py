@@ -120,8 +120,9 @@ class GPT:
     def attention(self, x: Tensor, i: int, here: Tensor, seen: Tensor, written: Tensor) -> Tensor:
         """Causal self-attention of ``x`` (T, d) over the cache, after writing the T new keys and values into it.
 
-        ``here`` (ctx, T) is 1 where cache row r holds token t, ``seen`` (T, ctx) where token t may attend to
-        row r, ``written`` (ctx, 1) where a row is written now."""
+        ``here`` (1, ctx, 1) is, for cache row r, the index among the T new tokens of the one it now holds (out of
+        range where it holds none: the gather reads zeros there), ``seen`` (T, ctx) where token t may attend to row r,
+        ``written`` (ctx, 1) where a row is written now."""
         cfg, w = self.cfg, self.w
         p = f"h.{i}.attn."
         h, hd, t = cfg.heads, cfg.head_dim, x.shape[0]
@@ -129,8 +130,8 @@ class GPT:
         qkv = x.linear(w[p + "c_attn.weight"], w[p + "c_attn.bias"]).realize()  # (T, 3d)
         q, k, v = (qkv[:, j * cfg.width : (j + 1) * cfg.width].reshape(t, h, hd).transpose(0, 1) for j in range(3))
         keys, values = self.cache[i]  # (h, ctx, hd), written in place: each element reads only itself
-        keys.assign(written.where(here @ k, keys))
-        values.assign(written.where(here @ v, values))
+        keys.assign(written.where(k.gather(1, here), keys))  # one gathered read per row, not a one-hot matmul
+        values.assign(written.where(v.gather(1, here), values))
         scores = seen.where((q @ keys.transpose(-1, -2)) * (1.0 / math.sqrt(hd)), -math.inf)  # (h, T, ctx)
         out = (scores.softmax(-1).contiguous() @ values).transpose(0, 1).reshape(t, cfg.width)
         return out.linear(w[p + "c_proj.weight"], w[p + "c_proj.bias"])
@@ -150,7 +151,7 @@ class GPT:
         pos = (offsets + start).reshape(t, 1)  # each token's position
         x = self.wte(tokens) + self.wpe(pos.reshape(t))
         rows = self.positions.reshape(-1, 1)
-        here = (rows == pos.reshape(1, t)).where(1.0, 0.0)
+        here = (rows - start).reshape(1, -1, 1)
         seen = rows.reshape(1, -1) <= pos
         written = (rows >= start) & (rows < start + t)
         for i in range(cfg.layers):

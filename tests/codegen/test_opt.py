@@ -77,15 +77,18 @@ def test_a_matmul_with_transposed_weights_is_packed_like_a_plain_one(monkeypatch
     strips into (K, columns) panels; a few rows (decode) keep the unrolled stream along the contiguous K."""
     monkeypatch.setenv("UOPS_THREADS", "1")
 
-    def nt(m: int, n: int, k: int) -> UOp:
-        out, a, b = bufs(3)
+    def nt(m: int, n: int, k: int, epilogue: bool = False) -> UOp:
+        out, a, b, c, ids = bufs(5)
         i, j, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
         dot = (a.index(i * k + r).load() * b.index(j * k + r).load()).reduce(r, op=Ops.ADD)
+        if epilogue:  # a bias, and a residual read through token ids (a fused embedding): row-contiguous, not reduced
+            dot = dot + c.index(j).load() + c.index(ids.index(i).load().cast(dtypes.int32) * n + j).load()
         return UOp.sink(out.index(i * n + j).store(dot))
 
     for ren in (_avx2(), Device["CPU"].renderer):
         opts = hand_coded_opts(nt(256, 384, 256), ren)
         assert {o.axis for o in opts if o.op is U} == {0, 1} and any(o.op is P for o in opts), opts
+        assert hand_coded_opts(nt(256, 384, 256, epilogue=True), ren) == opts
         few = hand_coded_opts(nt(3, 384, 256), ren)
         assert any(o.op is R for o in few) and not any(o.op is P for o in few), few
     for m, n, k in ((256, 384, 256), (33, 100, 77), (8, 64, 384), (3, 96, 128)):

@@ -318,19 +318,19 @@ def _strided_lines(
 TRANSPOSED_MIN_ROWS = 8
 
 
-def _transposed_b(
-    reuse: list[tuple[int, UOp]], contiguous: set[int], loads: list[UOp], outs: list[UOp], reds: list[UOp]
-) -> bool:
+def _transposed_b(reuse: list[tuple[int, UOp]], inner: list[UOp], outs: list[UOp], reds: list[UOp]) -> bool:
     """Whether this is ``A @ B.T`` (a linear layer with torch's (out, in) weights): a 2-D register tile where no
     output axis is read contiguously, and the input that varies along the output's columns is read contiguously
     along the reduction. PACK copies its strips into (K, columns) panels, so the columns become the vector axis as
     in ``A @ B``: 256x384 @ (1536x384).T ran 42 GFLOP/s as an 8x8 tile of scalars, 374 packed in 4x64 (numpy 338)."""
     cols = len(outs) - 1
-    if len(reuse) != 2 or cols not in dict(reuse) or contiguous & {i for i, _ in reuse}:
+    if len(reuse) != 2 or cols not in dict(reuse):
         return False
     if any((_size(r) or 0) < TRANSPOSED_MIN_ROWS for _, r in reuse):
         return False  # a few rows (decode) stream B once, unrolled along its contiguous reduction
-    along = [x for x in loads if stride(x, outs[cols]) not in (0, None)]
+    if any(stride(x, r) == 1 for x in inner for _, r in reuse):
+        return False
+    along = [x for x in inner if stride(x, outs[cols]) not in (0, None)]
     return bool(along) and all(any(stride(x, r) == 1 for r in reds) for x in along)
 
 
@@ -389,8 +389,11 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
             for i, r in enumerate(outs)
             if _size(r) is not None and any(stride(x, r) == 0 for x in loads) and len(outs) > 1
         ]
-        contiguous = {i for i, r in enumerate(outs) if any(stride(x, r) == 1 for x in loads)}
-        transposed = not gpu and _transposed_b(reuse, contiguous, loads, outs, reds)
+        # what the reduction streams decides the layout; an epilogue's reads (a bias, a residual, the token ids
+        # of a fused embedding) do not
+        inner = [x for x in loads if any(stride(x, r) not in (0, None) for r in reds)] or loads
+        contiguous = {i for i, r in enumerate(outs) if any(stride(x, r) == 1 for x in inner)}
+        transposed = not gpu and _transposed_b(reuse, inner, outs, reds)
         if transposed:
             contiguous.add(len(outs) - 1)  # its panels, once packed, are
         order = sorted(reuse, key=lambda ir: ir[0] in contiguous)
