@@ -117,10 +117,10 @@ class GPT:
         self.wte.weight, self.wpe.weight = self.w["wte.weight"], self.w["wpe.weight"]  # wte: the output layer too
         self.positions = Tensor.arange(cfg.context, dtype="int32", device=device).realize()
 
-    def attention(self, x: Tensor, i: int, here: Tensor, seen: Tensor, written: Tensor) -> Tensor:
+    def attention(self, x: Tensor, i: int, slot: Tensor, seen: Tensor, written: Tensor) -> Tensor:
         """Causal self-attention of ``x`` (T, d) over the cache, after writing the T new keys and values into it.
 
-        ``here`` (1, ctx, 1) is, for cache row r, the index among the T new tokens of the one it now holds (out of
+        ``slot`` (1, ctx, 1) is, for cache row r, the index among the T new tokens of the one it now holds (out of
         range where it holds none: the gather reads zeros there), ``seen`` (T, ctx) where token t may attend to row r,
         ``written`` (ctx, 1) where a row is written now."""
         cfg, w = self.cfg, self.w
@@ -130,8 +130,8 @@ class GPT:
         qkv = x.linear(w[p + "c_attn.weight"], w[p + "c_attn.bias"]).realize()  # (T, 3d)
         q, k, v = (qkv[:, j * cfg.width : (j + 1) * cfg.width].reshape(t, h, hd).transpose(0, 1) for j in range(3))
         keys, values = self.cache[i]  # (h, ctx, hd), written in place: each element reads only itself
-        keys.assign(written.where(k.gather(1, here), keys))  # one gathered read per row, not a one-hot matmul
-        values.assign(written.where(v.gather(1, here), values))
+        keys.assign(written.where(k.gather(1, slot), keys))  # one gathered read per row, not a one-hot matmul
+        values.assign(written.where(v.gather(1, slot), values))
         scores = seen.where((q @ keys.transpose(-1, -2)) * (1.0 / math.sqrt(hd)), -math.inf)  # (h, T, ctx)
         out = (scores.softmax(-1).contiguous() @ values).transpose(0, 1).reshape(t, cfg.width)
         return out.linear(w[p + "c_proj.weight"], w[p + "c_proj.bias"])
@@ -151,12 +151,12 @@ class GPT:
         pos = (offsets + start).reshape(t, 1)  # each token's position
         x = self.wte(tokens) + self.wpe(pos.reshape(t))
         rows = self.positions.reshape(-1, 1)
-        here = (rows - start).reshape(1, -1, 1)
+        slot = rows - start
         seen = rows.reshape(1, -1) <= pos
-        written = (rows >= start) & (rows < start + t)
+        written = (slot >= 0) & (slot < t)
         for i in range(cfg.layers):
             x = x + self.attention(
-                layer_norm(x, w[f"h.{i}.ln_1.weight"], w[f"h.{i}.ln_1.bias"]), i, here, seen, written
+                layer_norm(x, w[f"h.{i}.ln_1.weight"], w[f"h.{i}.ln_1.bias"]), i, slot.reshape(1, -1, 1), seen, written
             )
             # realized: the next layer's cache writes run eagerly and would otherwise compute this layer again
             x = (x + self.mlp(layer_norm(x, w[f"h.{i}.ln_2.weight"], w[f"h.{i}.ln_2.bias"]), i)).realize()
