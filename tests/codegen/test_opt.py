@@ -72,19 +72,21 @@ def test_batched_vector_matrix_keeps_its_lanes_unrolled_by_nothing(monkeypatch: 
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def _times_transposed(m: int, n: int, k: int, epilogue: bool = False) -> UOp:
+    """``x @ w.T``: both inputs read contiguously along the reduction."""
+    out, a, b, c, ids = bufs(5)
+    i, j, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    dot = (a.index(i * k + r).load() * b.index(j * k + r).load()).reduce(r, op=Ops.ADD)
+    if epilogue:  # a bias, and a residual read through token ids (a fused embedding): row-contiguous, not reduced
+        dot = dot + c.index(j).load() + c.index(ids.index(i).load().cast(dtypes.int32) * n + j).load()
+    return UOp.sink(out.index(i * n + j).store(dot))
+
+
 def test_a_matmul_with_transposed_weights_is_packed_like_a_plain_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """``x @ w.T`` with torch's (out, in) weights: its columns become the vector axis once PACK copies the
     strips into (K, columns) panels; a few rows (decode) keep the unrolled stream along the contiguous K."""
     monkeypatch.setenv("UOPS_THREADS", "1")
-
-    def nt(m: int, n: int, k: int, epilogue: bool = False) -> UOp:
-        out, a, b, c, ids = bufs(5)
-        i, j, r = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
-        dot = (a.index(i * k + r).load() * b.index(j * k + r).load()).reduce(r, op=Ops.ADD)
-        if epilogue:  # a bias, and a residual read through token ids (a fused embedding): row-contiguous, not reduced
-            dot = dot + c.index(j).load() + c.index(ids.index(i).load().cast(dtypes.int32) * n + j).load()
-        return UOp.sink(out.index(i * n + j).store(dot))
-
+    nt = _times_transposed
     for ren in (_avx2(), Device["CPU"].renderer):
         opts = hand_coded_opts(nt(256, 384, 256), ren)
         assert {o.axis for o in opts if o.op is U} == {0, 1} and any(o.op is P for o in opts), opts
@@ -94,6 +96,24 @@ def test_a_matmul_with_transposed_weights_is_packed_like_a_plain_one(monkeypatch
     for m, n, k in ((256, 384, 256), (33, 100, 77), (8, 64, 384), (3, 96, 128)):
         got, want = run_ast("CPU", nt(m, n, k), lambda x, w: x @ w.T, [(m, k), (n, k)], None)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_product_read_along_a_long_reduction_is_vectorized_along_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``x @ w.T`` with a few rows and a long K (both inputs contiguous along it): the reduction is unrolled by one
+    vector (one vector accumulator per output of the tile), with a tile of each input's outputs inside the register
+    budget; a short reduction, a K no vector divides and the packed many-row case keep their own opts."""
+    monkeypatch.setenv("UOPS_THREADS", "1")
+    from uops_cpu_clang.renderer import ClangRenderer
+
+    for vector_bytes, tile in ((32, {0: 4, 1: 2}), (64, {0: 4, 1: 4})):
+        ren = ClangRenderer(Device["CPU"].renderer.target, vector_bytes=vector_bytes)
+        opts = hand_coded_opts(_times_transposed(4, 40, 2048), ren)
+        assert Opt(R, 0, vector_bytes // 4) in opts and {o.axis: o.amount for o in opts if o.op is U} == tile, opts
+        for m, n, k in ((4, 40, 512), (4, 40, 2050), (256, 384, 2048)):
+            assert Opt(R, 0, vector_bytes // 4) not in hand_coded_opts(_times_transposed(m, n, k), ren), (m, n, k)
+    for m, n, k in ((4, 40, 2048), (7, 33, 1024), (2, 3, 4096)):
+        got, want = run_ast("CPU", _times_transposed(m, n, k), lambda x, w: x @ w.T, [(m, k), (n, k)], None)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
 def test_row_sums_stream_several_rows_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

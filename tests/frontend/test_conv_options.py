@@ -305,6 +305,8 @@ def test_the_flattened_conv_form_matches_numpy(monkeypatch, cin, cout, groups, h
     g = RNG.standard_normal(y.shape)
     want_x, want_w = np_conv_grads(x, w, g, (1, 1), pads, dil, groups)
     gx, gw = (y * Tensor(g, device=DEV)).sum().gradient(tx, tw)
+    # the weight's gradient sums over the flattened positions: it reads the output's gradient laid out as them
+    assert any(k.bufs[0].arg[1] == w.size and any(b.arg[1] == flat for b in k.bufs[1:]) for k in gw.schedule())
     per = cout // groups
     want_y = np.concatenate(
         [

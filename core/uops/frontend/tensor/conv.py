@@ -196,12 +196,7 @@ def _correlate(
     cout, wcin = w.shape[:2]
     padded = tuple(i + b + a for i, (b, a) in zip(x.shape[2:], pads))
     outs = tuple(p - dd * (k - 1) for p, dd, k in zip(padded, dilation, ks))
-    if (
-        n == 2
-        and all(v == 1 for v in stride)
-        and all(o > 0 for o in outs)
-        and math.prod(padded) <= FLAT_MAX_WASTE * math.prod(outs)
-    ):
+    if _flat(stride, padded, outs):
         return _correlate_flat(x, w, pads, dilation, groups)
     if any(p != (0, 0) for p in pads):
         x = x.pad([None, None, *pads]).contiguous()
@@ -221,32 +216,74 @@ def _correlate(
 FLAT_MAX_WASTE = 2.5
 
 
-def _correlate_flat(
-    x: Tensor, w: Tensor, pads: tuple[tuple[int, int], ...], dilation: tuple[int, ...], groups: int
-) -> Tensor:
-    """A stride-1 2-D convolution as one matrix-like product: the input copied padded as (C, N * Hp * Wp) rows,
-    every output position ``p`` of the flattened padded images reads ``row[c, p + kh * Wp + kw]`` (an affine
-    index), so the kernel has two output axes (out channels, positions) and the optimizer tiles it like a
-    matmul (a register tile with the positions vectorized); positions in the padding are computed and dropped.
+def _flat(stride: tuple[int, ...], padded: tuple[int, ...], outs: tuple[int, ...]) -> bool:
+    """Whether a convolution (of ``padded`` images to ``outs``) takes the flattened form of ``_correlate_flat``."""
+    return (
+        len(stride) == 2
+        and all(v == 1 for v in stride)
+        and all(o > 0 for o in outs)
+        and math.prod(padded) <= FLAT_MAX_WASTE * math.prod(outs)
+    )
 
-    Why not the 4-D form: its batch, channel and row axes all take register lanes and the columns get none."""
+
+def _flat_windows(
+    x: Tensor, wshape: tuple[int, ...], pads: tuple[tuple[int, int], ...], dilation: tuple[int, ...], groups: int
+) -> Tensor:
+    """The windows of the flattened form: the input copied padded as (C, N * Hp * Wp) rows (plus the last window's
+    reach), viewed as (groups, out channels per group, in channels per group, kH, kW, positions), where position
+    ``p`` of the flattened padded images reads ``row[c, p + kh * Wp + kw]`` (an affine index, no copy)."""
     from uops.frontend.view import ShapeTracker, View
 
     bs, cin, h, wd = x.shape
-    cout, wcin, kh, kw = w.shape
+    cout, wcin, kh, kw = wshape
     (dh, dw), rc = dilation, cout // groups
     hp, wp = h + pads[0][0] + pads[0][1], wd + pads[1][0] + pads[1][1]
-    ho, wo = hp - dh * (kh - 1), wp - dw * (kw - 1)
     rows, tail = bs * hp * wp, dh * (kh - 1) * wp + dw * (kw - 1)
     xt = x.permute((1, 0, 2, 3)).pad([None, None, *pads]).reshape((cin, rows)).pad([None, (0, tail)]).contiguous()
-    line = rows + tail
     shape = (groups, rc, wcin, kh, kw, rows)
-    strides = (wcin * line, 0, line, dh * wp, dw, 1)
-    win = xt._view(lambda st: ShapeTracker((View.create(shape, strides),)))
-    out = (win * w.reshape((groups, rc, wcin, kh, kw, 1))).sum((2, 3, 4))  # (groups, rc, positions)
+    strides = (wcin * (rows + tail), 0, rows + tail, dh * wp, dw, 1)
+    return xt._view(lambda st: ShapeTracker((View.create(shape, strides),)))
+
+
+def _correlate_flat(
+    x: Tensor, w: Tensor, pads: tuple[tuple[int, int], ...], dilation: tuple[int, ...], groups: int
+) -> Tensor:
+    """A stride-1 2-D convolution as one matrix-like product over ``_flat_windows``: the kernel has two output axes
+    (out channels, positions) and the optimizer tiles it like a matmul (a register tile with the positions
+    vectorized); positions in the padding are computed and dropped.
+
+    Why not the 4-D form: its batch, channel and row axes all take register lanes and the columns get none."""
+    bs, _, h, wd = x.shape
+    cout, wcin, kh, kw = w.shape
+    hp, wp = h + pads[0][0] + pads[0][1], wd + pads[1][0] + pads[1][1]
+    ho, wo = hp - dilation[0] * (kh - 1), wp - dilation[1] * (kw - 1)
+    win = _flat_windows(x, w.shape, pads, dilation, groups)
+    out = (win * w.reshape((groups, cout // groups, wcin, kh, kw, 1))).sum((2, 3, 4))  # (groups, rc, positions)
     # a kernel of its own: a reader's layout (NCHW) pushed into it would bring back the 4-D form
+    rows = bs * hp * wp
     out = out.reshape((cout, rows)).contiguous().reshape((cout, bs, hp, wp)).shrink([None, None, (0, ho), (0, wo)])
     return out.permute((1, 0, 2, 3))
+
+
+def _weight_grad_flat(
+    x: Tensor,
+    gy: Tensor,
+    wshape: tuple[int, ...],
+    pads: tuple[tuple[int, int], ...],
+    dilation: tuple[int, ...],
+    groups: int,
+) -> Tensor:
+    """The weight's gradient of a convolution in the flattened form: the output's gradient laid out as the
+    positions of the flattened padded images (zeros where the forward dropped a position) times the same windows,
+    summed over the positions. Both walk the positions contiguously, so the optimizer vectorizes the sum itself."""
+    bs, cout, ho, wo = gy.shape
+    _, wcin, kh, kw = wshape
+    hp, wp = x.shape[2] + pads[0][0] + pads[0][1], x.shape[3] + pads[1][0] + pads[1][1]
+    rows = bs * hp * wp
+    gf = gy.permute((1, 0, 2, 3)).pad([None, None, (0, hp - ho), (0, wp - wo)]).reshape((cout, rows)).contiguous()
+    win = _flat_windows(x, wshape, pads, dilation, groups)
+    gw = (win * gf.reshape((groups, cout // groups, 1, 1, 1, rows))).sum(5)  # (groups, rc, wcin, kh, kw)
+    return gw.reshape(wshape)
 
 
 def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
@@ -264,10 +301,14 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     rc = cout // groups
     gy = Tensor._untracked(g, device).contiguous()
     outs = gy.shape[2:]
-    xp = x.pad([None, None, *pads]).contiguous() if any(p != (0, 0) for p in pads) else x
-    win = xp._pool(ks, stride, dil).reshape((bs, groups, 1, wcin) + outs + ks)
-    gw = (win * gy.reshape((bs, groups, rc, 1) + outs + (1,) * n)).sum((0,) + tuple(range(4, 4 + n)))
-    gw = gw.reshape(w.shape)
+    padded = tuple(i + b + a for i, (b, a) in zip(x.shape[2:], pads))
+    if _flat(stride, padded, outs):
+        gw = _weight_grad_flat(x, gy, w.shape, pads, dil, groups)
+    else:
+        xp = x.pad([None, None, *pads]).contiguous() if any(p != (0, 0) for p in pads) else x
+        win = xp._pool(ks, stride, dil).reshape((bs, groups, 1, wcin) + outs + ks)
+        gw = (win * gy.reshape((bs, groups, rc, 1) + outs + (1,) * n)).sum((0,) + tuple(range(4, 4 + n)))
+        gw = gw.reshape(w.shape)
     spread = gy
     if any(v > 1 for v in stride):  # the stride's skipped cells get zeros
         spread = spread.reshape((bs, cout) + tuple(v for o in outs for v in (o, 1)))
@@ -284,7 +325,6 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
         gx = _correlate(spread, wt, (1,) * n, around, dil, groups)
     else:  # padding beyond the kernel's reach: the padded input's gradient, then the input's part of it
         gxp = _correlate(spread, wt, (1,) * n, tuple((r, r) for r in reach), dil, groups)
-        padded = tuple(i + b + a for i, (b, a) in zip(x.shape[2:], pads))
         gxp = gxp.pad([None, None] + [(0, max(0, p - q)) for p, q in zip(padded, gxp.shape[2:])])
         gx = gxp.shrink([None, None] + [(b, b + i) for i, (b, _) in zip(x.shape[2:], pads)])
     if len(ret.src) == 3:
