@@ -100,6 +100,28 @@ def test_outputs_of_earlier_calls_are_not_overwritten():
     assert f.replays == 3
 
 
+def test_a_capture_after_a_call_with_the_same_inputs_launches_every_kernel_that_reads_them():
+    """The warm-up call realized the results from these very tensors; the captured call builds the same graph, and
+    must still launch its kernels, or a replay on other inputs would return the warm-up's values."""
+
+    @uops.jit
+    def f(x: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+        h = (x * 2).contiguous()
+        return h @ w, (h + 1).sum()
+
+    x, w = Tensor(rand(4, 5)).realize(), Tensor(rand(5, 3)).realize()
+    first = f(x, w)  # a plain call: lazy results
+    first[0].numpy()  # realizes h too, which the still lazy first[1] keeps alive
+    second = f(x, w)  # captured
+    np.testing.assert_allclose(second[1].numpy(), first[1].numpy(), rtol=1e-6)
+    for _ in range(2):
+        xn = rand(4, 5)
+        a, s = f(Tensor(xn), w)
+        np.testing.assert_allclose(a.numpy(), (xn * 2) @ w.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(s.numpy(), (xn * 2 + 1).sum(), rtol=1e-5)
+    assert f.captures == 1 and f.replays == 2
+
+
 def test_returning_an_input_or_a_weight_returns_that_buffer():
     w = Tensor(rand(3)).realize()
 

@@ -308,6 +308,16 @@ def _realize_buffer(device: str, size: int, dtype: Any) -> Any:
     return Buffer(device_handle(device).runtime, size, dtype)
 
 
+def _forget_derived(inputs: list[UOp]) -> None:
+    """Drop the scheduler's memory of lazy nodes computed from the call's input buffers (by an earlier call with the
+    same tensors): the captured call must launch every kernel that reads an input, or a replay on other inputs would
+    return what the earlier call computed."""
+    ins = set(inputs)
+    if ins:
+        for n in [n for n in list(realized.keys()) if not ins.isdisjoint(n.toposort())]:
+            realized.pop(n, None)
+
+
 def _forget_realized(written: dict[int, Any]) -> None:
     """Drop the scheduler's memory of lazy nodes whose values live in buffers that replays overwrite: a later
     graph with those nodes must compute them again, not read whatever the last replay left there."""
@@ -371,6 +381,7 @@ class Jit(Generic[R]):
         return self._capture(call)
 
     def _capture(self, call: _Call) -> Any:
+        _forget_derived(call.nodes)
         rec = _Recorder()
         draws = _rng._State.counter
         _realize.recorder = rec
