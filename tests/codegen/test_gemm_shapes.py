@@ -158,6 +158,38 @@ def test_packing_and_blocks_only_where_they_pay() -> None:
     assert mlp_down[-2:] == [Opt(S, 0, 1), Opt(P, 1, 0)] and not any(o.op is B for o in mlp_down), mlp_down
 
 
+def test_overlapping_windows_are_read_in_place_not_packed() -> None:
+    """A 3x3 convolution in the flattened form (out channels x positions, summed over in channels and the kernel's
+    rows and columns): its input's strip is compact (steps of Wp and 1 under 64 column lanes) and is not packed;
+    the same tile over a matrix of the same size still packs its strip; both match numpy."""
+    from uops import AxisType, Ops, UOp
+    from uops.testing.kit.test_opts import bufs
+
+    def conv(cout: int, cin: int, wp: int, rows: int) -> UOp:
+        out, x, w = bufs(3)
+        line = rows + 2 * wp + 2
+        co, p = UOp.range(cout, 0, AxisType.GLOBAL), UOp.range(rows, 1, AxisType.GLOBAL)
+        ci, kh, kw = (UOp.range(n, 2 + i, AxisType.REDUCE) for i, n in enumerate((cin, 3, 3)))
+        prod = x.index(ci * line + kh * wp + kw + p).load() * w.index(co * cin * 9 + ci * 9 + kh * 3 + kw).load()
+        return UOp.sink(out.index(co * rows + p).store(prod.reduce(ci, kh, kw, op=Ops.ADD)))
+
+    ren = _cpu(64)
+    opts = hand_coded_opts(conv(64, 64, 58, 8 * 58 * 58), ren)
+    assert any(o.op is S for o in opts) and not any(o.op is P for o in opts), opts
+    assert any(o.op is P for o in hand_coded_opts(matmul(64, 8 * 58 * 58, 576)[0], ren))
+    cout, cin, wp, rows = 8, 4, 10, 3 * 10 * 10
+    ast = conv(cout, cin, wp, rows)
+
+    def ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        win = np.stack(
+            [x[c, kh * wp + kw : kh * wp + kw + rows] for c in range(cin) for kh in range(3) for kw in range(3)]
+        )
+        return w.reshape(cout, cin * 9) @ win
+
+    got, want = run_ast("CPU", ast, ref, [(cin, rows + 2 * wp + 2), (cout, cin, 3, 3)], hand_coded_opts(ast, ren))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_mlp_is_two_kernels_with_bias_and_relu_fused_and_tiled() -> None:
     """x @ w1 + b1, relu, @ w2 + b2: one kernel per matmul, its bias and activation in the kernel's stores, and the
     epilogue does not cost the matmul its register tile or its packed panel."""
