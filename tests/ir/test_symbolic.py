@@ -326,6 +326,10 @@ def test_collect_terms_negative_cases() -> None:
         ((var("g", 0, 31) * 64 + var("l", 0, 63)) % 64, var("l", 0, 63)),
         ((var("w", 4, 7)) % 4, var("w", 4, 7) + -4),  # one quotient bucket
         (x % -4, x % 4),
+        ((x * 8 + z) // 64, x // 8),  # a common factor: the rest z stays in [0, 8)
+        ((x * 8 + z) % 64, (x % 8) * 8 + z),
+        ((x * 24 + z * 3 + 1) // 48, x // 2),  # the rest 3z+1 in [1, 24)
+        ((x * 58 + var("l", 0, 57) + 116) // 3364, (x + 2) // 58),  # a padded row's flat index, row // rows
     ],
 )
 def test_divmod_fires(expr: UOp, want: UOp) -> None:
@@ -343,6 +347,8 @@ def test_divmod_fires(expr: UOp, want: UOp) -> None:
         var("q", 0, 4) % 4,  # x%n -> x needs x < n
         s % 51,  # |s| < 51 holds, but s % 50 does not
         (x % 8) % 3,  # 8 is not a multiple of 3
+        (x * 8 + var("q", 0, 8)) // 64,  # the rest reaches 8: no common factor folds
+        (s * 8 + z) // 64,  # s may be negative
         x // 3,
     ],
 )

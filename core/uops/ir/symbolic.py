@@ -841,7 +841,7 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
     else:
         return None
     if not qt and kq == 0:
-        return None
+        return _divmod_factor(x, f, v) if lo >= 0 else None
     r = _build(rt, kr, a, None, f.muls)
     rlo, rhi = r._ref.vrange or r._range()
     if not _exact(r) or (lo >= 0 and rlo < 0) or (lo < 0 and rhi > 0):
@@ -853,6 +853,28 @@ def _divmod(x: UOp, a: UOp, c: UOp) -> UOp | None:
         qe = _build(qt, kq, a)
         out = qe if fits else qe + new_uop(UOp, IDIV, dt, (r, c))
     return out if _not_larger(out, x) else None
+
+
+def _divmod_factor(x: UOp, f: _Sum, v: int) -> UOp | None:
+    """IDIV/MOD by ``v`` of a nonnegative sum ``g*B + s`` where ``g`` divides ``v`` and the rest ``s`` stays in
+    ``[0, g)``: ``a // v == B // (v/g)`` and ``a % v == (B % (v/g))*g + s``. The flat index of a row-major view,
+    ``row*W + col // (H*W)`` with ``col < W``, becomes ``row // H``: its division leaves the inner loop."""
+    dt = x.dtype
+    for g in sorted({gcd(v, co) for co in f.terms.values() if 1 < gcd(v, co) < v}, reverse=True):
+        big = [(b, co // g) for b, co in f.terms.items() if co % g == 0]
+        small = [(b, co) for b, co in f.terms.items() if co % g]
+        if not big or not small:
+            continue
+        kb, ks = divmod(f.k, g)
+        rest = _build(small, ks, x)
+        rlo, rhi = rest._ref.vrange or rest._range()
+        if rlo < 0 or rhi >= g or not _exact(rest):
+            continue
+        outer = _build(big, kb, x)
+        q = new_uop(UOp, x.op, dt, (outer, x.src[1].const_like(v // g)))
+        out = q if x.op is not MOD else q * g + rest
+        return out if _not_larger(out, x) else None
+    return None
 
 
 def _cmp_const(x: UOp, a: UOp, b: UOp) -> UOp | None:

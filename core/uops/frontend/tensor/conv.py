@@ -238,8 +238,10 @@ def _flat_windows(
     cout, wcin, kh, kw = wshape
     (dh, dw), rc = dilation, cout // groups
     hp, wp = h + pads[0][0] + pads[0][1], wd + pads[1][0] + pads[1][1]
-    rows, tail = bs * hp * wp, dh * (kh - 1) * wp + dw * (kw - 1)
-    xt = x.permute((1, 0, 2, 3)).pad([None, None, *pads]).reshape((cin, rows)).pad([None, (0, tail)]).contiguous()
+    rows, tail = bs * hp * wp, -(-(dh * (kh - 1) * wp + dw * (kw - 1)) // wp) * wp  # the tail in whole rows
+    # copied as (C, image rows, Wp): a kernel with a row axis, whose index math runs once per row, not per element
+    xt = x.permute((1, 0, 2, 3)).pad([None, None, *pads]).reshape((cin, bs * hp, wp))
+    xt = xt.pad([None, (0, tail // wp), None]).contiguous()
     shape = (groups, rc, wcin, kh, kw, rows)
     strides = (wcin * (rows + tail), 0, rows + tail, dh * wp, dw, 1)
     return xt._view(lambda st: ShapeTracker((View.create(shape, strides),)))
@@ -280,7 +282,7 @@ def _weight_grad_flat(
     _, wcin, kh, kw = wshape
     hp, wp = x.shape[2] + pads[0][0] + pads[0][1], x.shape[3] + pads[1][0] + pads[1][1]
     rows = bs * hp * wp
-    gf = gy.permute((1, 0, 2, 3)).pad([None, None, (0, hp - ho), (0, wp - wo)]).reshape((cout, rows)).contiguous()
+    gf = gy.permute((1, 0, 2, 3)).pad([None, None, (0, hp - ho), (0, wp - wo)]).contiguous().reshape((cout, rows))
     win = _flat_windows(x, wshape, pads, dilation, groups)
     gw = (win * gf.reshape((groups, cout // groups, 1, 1, 1, rows))).sum(5)  # (groups, rc, wcin, kh, kw)
     return gw.reshape(wshape)
