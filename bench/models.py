@@ -23,6 +23,7 @@ compared. torch and tinygrad are optional peers, used when this interpreter can 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import math
 import sys
@@ -32,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import settled_seconds  # noqa: E402  (a sibling script of bench/)
 
 _EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt.py"
 _DIGITS = _EXAMPLE.parent / "train_digits.py"
@@ -344,9 +348,7 @@ def training(device: str, steps: int, runs: int) -> bool:
     best = dict.fromkeys(trainers, math.inf)
     for _ in range(runs):
         for name, run in trainers.items():
-            t0 = time.perf_counter()
-            run(xs, ys)
-            best[name] = min(best[name], time.perf_counter() - t0)
+            best[name] = min(best[name], settled_seconds(lambda run=run: run(xs, ys)))
     _report_faster(best, lambda t: f"{steps / t:8.1f} steps/s")
     cx = rng.standard_normal((8, 64, 56, 56), dtype=np.float32)
     cw = (rng.standard_normal((64, 64, 3, 3), dtype=np.float32) / 24).astype(np.float32)
@@ -363,9 +365,7 @@ def training(device: str, steps: int, runs: int) -> bool:
     best = dict.fromkeys(convs, math.inf)
     for _ in range(runs):
         for name, f in convs.items():
-            t0 = time.perf_counter()
-            f(cx, cw, cg)
-            best[name] = min(best[name], time.perf_counter() - t0)
+            best[name] = min(best[name], settled_seconds(lambda f=f: f(cx, cw, cg)))
     _report_faster(best, lambda t: f"{t * 1e3:8.1f} ms")
     agree = all(
         np.allclose(a, b, rtol=1e-3, atol=1e-2 * float(np.abs(b).max()))
@@ -426,9 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     best = dict.fromkeys(decoders, math.inf)
     for _ in range(args.runs):
         for name, dec in decoders.items():
-            t0 = time.perf_counter()
-            tokens[name] += dec(pos, tokens[name][-1:], args.steps - 1)
-            best[name] = min(best[name], time.perf_counter() - t0)
+            step = functools.partial(dec, pos, steps=args.steps - 1)
+            best[name] = min(best[name], settled_seconds(lambda s=step, t=tokens[name]: t.extend(s(t[-1:]))))
         pos += args.steps
     _report(best, lambda t: f"{args.steps / t:8.1f} tokens/s")
     agree = all(t == tokens["uops"] for t in tokens.values())
@@ -439,9 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     best = dict.fromkeys(decoders, math.inf)
     for _ in range(args.runs):
         for name, dec in decoders.items():
-            t0 = time.perf_counter()
-            first[name].append(dec(0, prompt)[0])
-            best[name] = min(best[name], time.perf_counter() - t0)
+            best[name] = min(best[name], settled_seconds(lambda d=dec, f=first[name]: f.append(d(0, prompt)[0])))
     _report(best, lambda t: f"{t * 1e3:8.1f} ms")
     agree = agree and all(v == first["uops"] for v in first.values())
     print(f"  tokens agree across frameworks: {agree}")
