@@ -139,6 +139,8 @@ def test_threading_splits_the_axis_with_even_chunks(monkeypatch: pytest.MonkeyPa
     # a packed tile splits its column tiles when they share out as evenly as the rows (each core packs its strips)
     square = hand_coded_opts(matmul(1024, 1024, 1024)[0], ren)
     assert Opt(T, 1, 8) in square and square[-1] == Opt(P, 1, 0), square
+    # 768 columns are 12 tiles of 64: six chunks, as many per core (eight of uneven size ran 1.33x slower)
+    assert Opt(T, 1, 6) in hand_coded_opts(matmul(512, 768, 1024)[0], ren)
     odd = hand_coded_opts(matmul(1023, 1031, 1025)[0], ren)  # 33 column tiles split unevenly, 128 row tiles do not
     assert Opt(T, 0, 2) in odd, odd
     assert not any(o.op is T for o in hand_coded_opts(matmul(33, 77, 1000)[0], ren))
