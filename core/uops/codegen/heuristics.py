@@ -14,6 +14,9 @@ The choices read the kernel's shapes and the strides of its loads along each axi
 - an output axis that the reduction's loads walk with stride 1 while the reduce axis strides
   (a sum over axis 0) becomes an INNER loop on CPU (each pass streams whole rows into an array of
   accumulators), or is upcast when a register tile is already there, so each pass reads whole cache lines;
+- CPU-style: a product of two inputs that both read one long reduction contiguously (``x @ w.T`` with a few rows,
+  a convolution's weight gradient) is vectorized along the reduction instead (``_dot_tile``): one vector
+  accumulator per output of a small tile of each input's outputs;
 - a reduce axis read with stride 1 is unrolled into separate accumulators (vectorizable sums); on CPU a sum along
   rows whose step is vector arithmetic (loads, +, -, *) also upcasts the row axis, so several rows stream at once
   into one vector accumulator each;
@@ -22,7 +25,9 @@ The choices read the kernel's shapes and the strides of its loads along each axi
 - CPU-style: a register-tiled matmul runs its column tiles outermost (SWAP), so one strip of the
   right-hand matrix stays in cache while every row tile passes over it; over a longer reduction that
   strip is copied into one contiguous panel per column tile (PACK), the reduction cut into blocks of
-  rows (BLOCK) only where a strip would not fit the panel;
+  rows (BLOCK) only where a strip would not fit the panel; an input read through overlapping windows (a
+  convolution's flattened input) is compact already and is read in place; the threads take chunks that divide
+  the tiles evenly;
 - GPU-style: outputs get a workgroup on the contiguous axis (LOCAL); a reduction with few
   outputs is grouped across the workgroup (GROUP) instead.
 
