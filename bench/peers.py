@@ -153,15 +153,18 @@ def set_up(
     return outcomes
 
 
-#: seconds each side waits before its timed run, so that a thread pool the side before it left spinning has gone to
+#: seconds each side waits before its turn, so that a thread pool the side before it left spinning has gone to
 #: sleep: OpenBLAS's workers spin for about 0.1 s after numpy's call, and 1023x1025x1031 timed right after it took
-#: 23.9 ms, 12.9 ms after 0.2 s (numpy 12.0 ms either way; alternating rounds on the 2-core EPYC)
+#: 23.9 ms, 12.9 ms after 0.2 s (numpy 12.0 ms either way; alternating rounds on the 2-core EPYC). The turn then
+#: runs once untimed, which wakes the side's own sleeping threads (a 16M sum on two threads took 4.3 ms right after
+#: the quiet, 3.5 ms when its workers were awake; numpy's one thread 3.0 ms either way), and times the next run.
 SETTLE_S = 0.2
 
 
 def settled_seconds(fn: Callable[[], Any]) -> float:
-    """Seconds one call of ``fn`` takes, timed after ``SETTLE_S`` of quiet."""
+    """Seconds one call of ``fn`` takes, after ``SETTLE_S`` of quiet and one untimed call."""
     time.sleep(SETTLE_S)
+    fn()
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
@@ -169,7 +172,7 @@ def settled_seconds(fn: Callable[[], Any]) -> float:
 
 def time_in_turns(local: Sequence[Callable[[], Any]], remote: Sequence[tuple[Peer, str]], runs: int) -> list[float]:
     """Best seconds of each local function, then of each (peer, variant), over ``runs`` rounds of one run each,
-    each run after ``SETTLE_S`` of quiet.
+    each timed run after ``SETTLE_S`` of quiet and an untimed one.
 
     Local sides are timed here around the call; a peer times its own call (the pipe is not in its time).
     Every side has run once before (the peers in ``set_up``); the locals get one warm-up run here.
@@ -182,6 +185,7 @@ def time_in_turns(local: Sequence[Callable[[], Any]], remote: Sequence[tuple[Pee
             best[i] = min(best[i], settled_seconds(fn))
         for j, (p, variant) in enumerate(remote):
             time.sleep(SETTLE_S)
+            p.ask(cmd="time", variant=variant)
             best[len(local) + j] = min(best[len(local) + j], float(p.ask(cmd="time", variant=variant)["seconds"]))
     return best
 
