@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.runs):
         for name, dec in decoders.items():
             step = functools.partial(dec, pos, steps=args.steps - 1)
-            best[name] = min(best[name], settled_seconds(lambda s=step, t=tokens[name]: t.extend(s(t[-1:]))))
+            best[name] = min(best[name], settled_seconds(lambda s=step, t=tokens[name]: t.extend(s(t[-1:])), 2))
         pos += args.steps
     _report(best, lambda t: f"{args.steps / t:8.1f} tokens/s")
     agree = all(t == tokens["uops"] for t in tokens.values())
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     best = dict.fromkeys(decoders, math.inf)
     for _ in range(args.runs):
         for name, dec in decoders.items():
-            best[name] = min(best[name], settled_seconds(lambda d=dec, f=first[name]: f.append(d(0, prompt)[0])))
+            best[name] = min(best[name], settled_seconds(lambda d=dec, f=first[name]: f.append(d(0, prompt)[0]), 2))
     _report(best, lambda t: f"{t * 1e3:8.1f} ms")
     agree = agree and all(v == first["uops"] for v in first.values())
     print(f"  tokens agree across frameworks: {agree}")

@@ -155,24 +155,36 @@ def set_up(
 
 #: seconds each side waits before its turn, so that a thread pool the side before it left spinning has gone to
 #: sleep: OpenBLAS's workers spin for about 0.1 s after numpy's call, and 1023x1025x1031 timed right after it took
-#: 23.9 ms, 12.9 ms after 0.2 s (numpy 12.0 ms either way; alternating rounds on the 2-core EPYC). The turn then
-#: runs once untimed, which wakes the side's own sleeping threads (a 16M sum on two threads took 4.3 ms right after
-#: the quiet, 3.5 ms when its workers were awake; numpy's one thread 3.0 ms either way), and times the next run.
+#: 23.9 ms, 12.9 ms after 0.2 s (numpy 12.0 ms either way; alternating rounds on the 2-core EPYC)
 SETTLE_S = 0.2
+#: seconds of untimed runs (two at least) between the quiet and the timed run: after an idle spell this machine's
+#: cores take a few calls to come back to speed (a row sum of 2048^2 after 0.2 s idle, best of 6: uops 1.37 ms on
+#: the first call, 0.43 after 5, 0.39 after 20; torch eager 0.90, 0.13 after 5)
+WARM_S = 0.02
 
 
-def settled_seconds(fn: Callable[[], Any]) -> float:
-    """Seconds one call of ``fn`` takes, after ``SETTLE_S`` of quiet and one untimed call."""
+def settled_seconds(fn: Callable[[], Any], calls: int | None = None) -> float:
+    """Seconds one call of ``fn`` takes, after ``SETTLE_S`` of quiet and untimed calls (``warm``)."""
     time.sleep(SETTLE_S)
-    fn()
+    warm(fn, calls)
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
 
 
+def warm(fn: Callable[[], Any], calls: int | None = None) -> None:
+    """Untimed calls of ``fn``: exactly ``calls``, or else two at least until ``WARM_S`` have passed (a side with
+    state that must advance alike on every side, as a decoder's, gives a count)."""
+    t0 = time.perf_counter()
+    for n in range(calls if calls is not None else 1000):
+        fn()
+        if calls is None and n >= 1 and time.perf_counter() - t0 >= WARM_S:
+            break
+
+
 def time_in_turns(local: Sequence[Callable[[], Any]], remote: Sequence[tuple[Peer, str]], runs: int) -> list[float]:
     """Best seconds of each local function, then of each (peer, variant), over ``runs`` rounds of one run each,
-    each timed run after ``SETTLE_S`` of quiet and an untimed one.
+    each timed run after ``SETTLE_S`` of quiet and ``WARM_S`` of untimed runs.
 
     Local sides are timed here around the call; a peer times its own call (the pipe is not in its time).
     Every side has run once before (the peers in ``set_up``); the locals get one warm-up run here.
@@ -185,7 +197,7 @@ def time_in_turns(local: Sequence[Callable[[], Any]], remote: Sequence[tuple[Pee
             best[i] = min(best[i], settled_seconds(fn))
         for j, (p, variant) in enumerate(remote):
             time.sleep(SETTLE_S)
-            p.ask(cmd="time", variant=variant)
+            warm(lambda p=p, variant=variant: p.ask(cmd="time", variant=variant))
             best[len(local) + j] = min(best[len(local) + j], float(p.ask(cmd="time", variant=variant)["seconds"]))
     return best
 
