@@ -104,6 +104,34 @@ def test_host_allocator_aligned_zeroed(nbytes: int) -> None:
     assert not h.any()
 
 
+def test_host_allocator_keeps_freed_buffers_for_reuse_within_its_budget() -> None:
+    from uops.runtime import KEEP_MIN_BYTES
+
+    a = HostAllocator(keep_bytes=3 * KEEP_MIN_BYTES)
+    first = a.alloc(KEEP_MIN_BYTES)
+    first[:] = 7
+    a.free(first, KEEP_MIN_BYTES)
+    assert a.kept_bytes == KEEP_MIN_BYTES
+    again = a.alloc(KEEP_MIN_BYTES)
+    assert again is first and a.kept_bytes == 0  # the same memory, as it was left (not zeroed)
+    assert a.alloc(KEEP_MIN_BYTES) is not first and not a.alloc(KEEP_MIN_BYTES).any()  # nothing kept: new, zeroed
+    small = a.alloc(KEEP_MIN_BYTES - 1)
+    a.free(small, KEEP_MIN_BYTES - 1)
+    assert a.kept_bytes == 0  # too small to keep
+    big, other = a.alloc(2 * KEEP_MIN_BYTES), a.alloc(KEEP_MIN_BYTES)
+    a.free(big, 2 * KEEP_MIN_BYTES)
+    a.free(again, KEEP_MIN_BYTES)
+    a.free(other, KEEP_MIN_BYTES)  # 4 x the minimum freed, 3 kept: the least recently freed size goes
+    assert a.kept_bytes == 2 * KEEP_MIN_BYTES and a.alloc(2 * KEEP_MIN_BYTES) is not big
+    assert {id(a.alloc(KEEP_MIN_BYTES)), id(a.alloc(KEEP_MIN_BYTES))} == {id(again), id(other)}
+    huge = a.alloc(4 * KEEP_MIN_BYTES)
+    a.free(huge, 4 * KEEP_MIN_BYTES)
+    assert a.kept_bytes == 0  # over the whole budget: not kept
+    assert HostAllocator().keep_bytes == 0  # the default keeps nothing: every buffer is new and zeroed
+    with pytest.raises(ValueError, match="keep_bytes"):
+        HostAllocator(keep_bytes=-1)
+
+
 def test_host_allocator_view_is_zero_copy() -> None:
     a = HostAllocator()
     h = a.alloc(16)

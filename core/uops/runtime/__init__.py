@@ -8,8 +8,10 @@ lazily, and guarded against use after free.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 import numpy as np
@@ -244,29 +246,70 @@ class Runtime(ABC):
 _ALIGN = 64  # a cache line, and enough for any SIMD load
 
 
+#: the smallest buffer a reusing `HostAllocator` keeps when it is freed (smaller ones are cheap to allocate anew)
+KEEP_MIN_BYTES = 1 << 16
+
+
 class HostAllocator(Allocator):
     """Aligned host memory backed by numpy; handles are 1-D ``uint8`` arrays.
 
     ``handle.ctypes.data`` is the address to pass to native code, and ``as_memoryview`` is
-    zero-copy. Memory is zeroed (calloc-backed, so large buffers cost nothing until touched).
+    zero-copy. New memory is zeroed (calloc-backed, so large buffers cost nothing until touched).
+
+    With ``keep_bytes``, freed buffers of ``KEEP_MIN_BYTES`` or more are kept, up to that many bytes in all (the
+    least recently freed size goes first), and an allocation of the same size takes one back as it is, not
+    zeroed, as malloc reuses freed memory. Why: a new buffer's pages fault in on their first write, and on a
+    virtual machine that dominates a streaming kernel (softmax of 2048^2 into new memory 16.7 ms, into reused
+    memory 1.6 ms, on the 2-core EPYC).
     """
 
-    def __init__(self, align: int = _ALIGN) -> None:
+    def __init__(self, align: int = _ALIGN, keep_bytes: int = 0) -> None:
         if align <= 0 or align & (align - 1):
             raise ValueError(f"alignment must be a power of two, got {align}")
+        if keep_bytes < 0:
+            raise ValueError(f"keep_bytes must be >= 0, got {keep_bytes}")
         self.align = align
+        self.keep_bytes = keep_bytes
+        self._kept: OrderedDict[int, list[np.ndarray]] = OrderedDict()  # size -> freed handles, least recent first
+        self._kept_total = 0
+        self._lock = threading.Lock()  # buffers are freed by the garbage collector, in any thread
 
     def alloc(self, nbytes: int) -> np.ndarray:
         if nbytes < 0:
             raise ValueError(f"cannot allocate a negative size ({nbytes} bytes)")
+        if self._kept_total and nbytes >= KEEP_MIN_BYTES:
+            with self._lock:
+                free = self._kept.get(nbytes)
+                if free:
+                    handle = free.pop()
+                    if not free:
+                        del self._kept[nbytes]
+                    self._kept_total -= nbytes
+                    return handle
         raw = np.zeros(nbytes + self.align, dtype=np.uint8)
         off = -raw.ctypes.data % self.align
         # the view keeps ``raw`` alive (and, unlike an empty slice, keeps the aligned address at 0 bytes)
         return np.ndarray((nbytes,), dtype=np.uint8, buffer=raw, offset=off)
 
     def free(self, handle: Any, nbytes: int) -> None:
-        # numpy owns the memory; it is released when the last view of it is dropped
+        # numpy owns the memory; it is released when the last view of it is dropped (or kept for reuse)
         self._check(handle, nbytes, "free")
+        if KEEP_MIN_BYTES <= nbytes <= self.keep_bytes:
+            with self._lock:
+                self._kept.setdefault(nbytes, []).append(handle)
+                self._kept.move_to_end(nbytes)
+                self._kept_total += nbytes
+                while self._kept_total > self.keep_bytes:
+                    size, handles = next(iter(self._kept.items()))
+                    handles.pop(0)
+                    if not handles:
+                        del self._kept[size]
+                    self._kept_total -= size
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of freed buffers kept for reuse."""
+        return self._kept_total
 
     def copyin(self, handle: Any, src: memoryview) -> None:
         data = np.frombuffer(src, dtype=np.uint8)

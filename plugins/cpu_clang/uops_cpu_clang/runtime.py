@@ -117,6 +117,9 @@ MAX_CHUNKS = 0xFFFF
 #: two replayed kernels (~5 us), short enough that a process between bursts of kernels leaves its cores alone
 SPIN_US = 200
 _MAX_WORKERS = 255
+#: bytes of freed buffers the allocator keeps for reuse (`HostAllocator`'s ``keep_bytes``): a new buffer's pages
+#: fault in on their first write, which costs more than a streaming kernel's own work
+KEEP_BYTES = 256 << 20
 
 
 def _calls(n: int) -> str:
@@ -458,7 +461,7 @@ class ClangRuntime(Runtime):
 
     def __init__(self, device: str = "CPU") -> None:
         self.device = device
-        self.allocator = HostAllocator(align=64)
+        self.allocator = HostAllocator(align=64, keep_bytes=KEEP_BYTES)
 
     def load(self, name: str, lib: bytes) -> ClangProgram:
         """dlopen the checked bytes and return the kernel ``name`` the library defines; never compiles."""
