@@ -348,11 +348,11 @@ DOT_TILE = (4, 2)
 
 
 def _dot_tile(ast: UOp, opts: list[Opt], ren: Renderer, inner: list[UOp], outs: list[UOp]) -> bool:
-    """A CPU register tile for a product of two inputs that both walk one long reduction contiguously and share no
-    contiguous output axis worth vectorizing: the reduction is unrolled by one vector (each accumulator a vector,
-    summed across its lanes once at the end) and an output axis of each input is upcast, so each loaded vector
-    feeds a row of the tile; big ones are threaded. Appends to ``opts`` and returns True when the kernel is such a
-    product.
+    """A CPU register tile for a product of two inputs that both walk one long reduction contiguously: the
+    reduction is the vector axis for both (an output axis would be for one at most), so it is unrolled by one
+    vector (each accumulator a vector, summed across its lanes once at the end) and an output axis of each input
+    is upcast, so each loaded vector feeds a row of the tile; big ones are threaded. Appends to ``opts`` and
+    returns True when the kernel is such a product.
 
     A convolution's weight gradient in the flattened form (64x64x3x3 outputs, 26912 positions, the 2-core EPYC,
     alternating rounds): 4x4 outputs by 16 lanes 11.3 ms, the 8x8 scalar tile 89 ms; 4x2 by 32 lanes 19 ms."""
