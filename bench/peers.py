@@ -164,17 +164,17 @@ WARM_S = 0.02
 
 
 def settled_seconds(fn: Callable[[], Any], calls: int | None = None) -> float:
-    """Seconds one call of ``fn`` takes, after ``SETTLE_S`` of quiet and untimed calls (``warm``)."""
-    time.sleep(SETTLE_S)
-    warm(fn, calls)
+    """Seconds one call of ``fn`` takes, after ``settle``."""
+    settle(fn, calls)
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
 
 
-def warm(fn: Callable[[], Any], calls: int | None = None) -> None:
-    """Untimed calls of ``fn``: exactly ``calls``, or else two at least until ``WARM_S`` have passed (a side with
-    state that must advance alike on every side, as a decoder's, gives a count)."""
+def settle(fn: Callable[[], Any], calls: int | None = None) -> None:
+    """``SETTLE_S`` of quiet, then untimed calls of ``fn``: exactly ``calls``, or else two at least until ``WARM_S``
+    have passed (a side with state that must advance alike on every side, as a decoder's, gives a count)."""
+    time.sleep(SETTLE_S)
     t0 = time.perf_counter()
     for n in range(calls if calls is not None else 1000):
         fn()
@@ -187,17 +187,14 @@ def time_in_turns(local: Sequence[Callable[[], Any]], remote: Sequence[tuple[Pee
     each timed run after ``SETTLE_S`` of quiet and ``WARM_S`` of untimed runs.
 
     Local sides are timed here around the call; a peer times its own call (the pipe is not in its time).
-    Every side has run once before (the peers in ``set_up``); the locals get one warm-up run here.
+    The untimed runs of each turn (``settle``) also compile what the first run of a local side compiles.
     """
-    for fn in local:
-        fn()
     best = [float("inf")] * (len(local) + len(remote))
     for _ in range(runs):
         for i, fn in enumerate(local):
             best[i] = min(best[i], settled_seconds(fn))
         for j, (p, variant) in enumerate(remote):
-            time.sleep(SETTLE_S)
-            warm(lambda p=p, variant=variant: p.ask(cmd="time", variant=variant))
+            settle(lambda p=p, variant=variant: p.ask(cmd="time", variant=variant))
             best[len(local) + j] = min(best[len(local) + j], float(p.ask(cmd="time", variant=variant)["seconds"]))
     return best
 

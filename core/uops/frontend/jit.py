@@ -312,9 +312,14 @@ def _forget_derived(inputs: list[UOp]) -> None:
     """Drop the scheduler's memory of lazy nodes computed from the call's input buffers (by an earlier call with the
     same tensors): the captured call must launch every kernel that reads an input, or a replay on other inputs would
     return what the earlier call computed."""
-    ins = set(inputs)
-    if ins:
-        for n in [n for n in list(realized.keys()) if not ins.isdisjoint(n.toposort())]:
+    derived: dict[UOp, bool] = dict.fromkeys(inputs, True)  # node -> whether it reads an input (one shared walk)
+    if not derived:
+        return
+    for n in list(realized.keys()):
+        for u in n.toposort(gate=lambda u: u not in derived):
+            if u not in derived:
+                derived[u] = any(derived[s] for s in u.src)
+        if derived[n]:
             realized.pop(n, None)
 
 

@@ -860,7 +860,7 @@ def _divmod_factor(x: UOp, f: _Sum, v: int) -> UOp | None:
     ``[0, g)``: ``a // v == B // (v/g)`` and ``a % v == (B % (v/g))*g + s``. The flat index of a row-major view,
     ``(row*W + col) // (H*W)`` with ``col < W``, becomes ``row // H``: its division leaves the inner loop."""
     dt = x.dtype
-    for g in sorted({gcd(v, co) for co in f.terms.values() if 1 < gcd(v, co) < v}, reverse=True):
+    for g in sorted({g for co in f.terms.values() if 1 < (g := gcd(v, co)) < v}, reverse=True):
         big = [(b, co // g) for b, co in f.terms.items() if co % g == 0]
         small = [(b, co) for b, co in f.terms.items() if co % g]
         if not big or not small:

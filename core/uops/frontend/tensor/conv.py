@@ -194,7 +194,7 @@ def _correlate(
     ks = w.shape[2:]
     bs = x.shape[0]
     cout, wcin = w.shape[:2]
-    padded = tuple(i + b + a for i, (b, a) in zip(x.shape[2:], pads))
+    padded = _padded(x.shape[2:], pads)
     outs = tuple(p - dd * (k - 1) for p, dd, k in zip(padded, dilation, ks))
     if _flat(stride, padded, outs):
         return _correlate_flat(x, w, pads, dilation, groups)
@@ -216,6 +216,11 @@ def _correlate(
 FLAT_MAX_WASTE = 2.5
 
 
+def _padded(sizes: tuple[int, ...], pads: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """The spatial sizes after (before, after) padding."""
+    return tuple(i + b + a for i, (b, a) in zip(sizes, pads))
+
+
 def _flat(stride: tuple[int, ...], padded: tuple[int, ...], outs: tuple[int, ...]) -> bool:
     """Whether a convolution (of ``padded`` images to ``outs``) takes the flattened form of ``_correlate_flat``."""
     return (
@@ -234,10 +239,10 @@ def _flat_windows(
     ``p`` of the flattened padded images reads ``row[c, p + kh * Wp + kw]`` (an affine index, no copy)."""
     from uops.frontend.view import ShapeTracker, View
 
-    bs, cin, h, wd = x.shape
+    bs, cin = x.shape[:2]
     cout, wcin, kh, kw = wshape
     (dh, dw), rc = dilation, cout // groups
-    hp, wp = h + pads[0][0] + pads[0][1], wd + pads[1][0] + pads[1][1]
+    hp, wp = _padded(x.shape[2:], pads)
     rows, tail = bs * hp * wp, -(-(dh * (kh - 1) * wp + dw * (kw - 1)) // wp) * wp  # the tail in whole rows
     # copied as (C, image rows, Wp): a kernel with a row axis, whose index math runs once per row, not per element
     xt = x.permute((1, 0, 2, 3)).pad([None, None, *pads]).reshape((cin, bs * hp, wp))
@@ -255,9 +260,9 @@ def _correlate_flat(
     vectorized); positions in the padding are computed and dropped.
 
     Why not the 4-D form: its batch, channel and row axes all take register lanes and the columns get none."""
-    bs, _, h, wd = x.shape
+    bs = x.shape[0]
     cout, wcin, kh, kw = w.shape
-    hp, wp = h + pads[0][0] + pads[0][1], wd + pads[1][0] + pads[1][1]
+    hp, wp = _padded(x.shape[2:], pads)
     ho, wo = hp - dilation[0] * (kh - 1), wp - dilation[1] * (kw - 1)
     win = _flat_windows(x, w.shape, pads, dilation, groups)
     out = (win * w.reshape((groups, cout // groups, wcin, kh, kw, 1))).sum((2, 3, 4))  # (groups, rc, positions)
@@ -280,7 +285,7 @@ def _weight_grad_flat(
     summed over the positions. Both walk the positions contiguously, so the optimizer vectorizes the sum itself."""
     bs, cout, ho, wo = gy.shape
     _, wcin, kh, kw = wshape
-    hp, wp = x.shape[2] + pads[0][0] + pads[0][1], x.shape[3] + pads[1][0] + pads[1][1]
+    hp, wp = _padded(x.shape[2:], pads)
     rows = bs * hp * wp
     gf = gy.permute((1, 0, 2, 3)).pad([None, None, (0, hp - ho), (0, wp - wo)]).contiguous().reshape((cout, rows))
     win = _flat_windows(x, wshape, pads, dilation, groups)
@@ -303,7 +308,7 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     rc = cout // groups
     gy = Tensor._untracked(g, device).contiguous()
     outs = gy.shape[2:]
-    padded = tuple(i + b + a for i, (b, a) in zip(x.shape[2:], pads))
+    padded = _padded(x.shape[2:], pads)
     if _flat(stride, padded, outs):
         gw = _weight_grad_flat(x, gy, w.shape, pads, dil, groups)
     else:
