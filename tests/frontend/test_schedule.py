@@ -341,6 +341,22 @@ def test_a_repeated_op_on_new_inputs_reuses_the_plan(builds: list[int]) -> None:
     np.testing.assert_allclose(x.numpy(), (a + 1).sum(0), rtol=1e-5)  # the first result is its own
 
 
+def test_a_split_reduction_on_new_inputs_reuses_the_plan(builds: list[int]) -> None:
+    """A reduction split in two stages (a stage is a node that lowering made, not in the graph) still gets a plan:
+    the stage's buffer is a fresh one of the plan, and each call's result is its own."""
+    from uops.frontend.schedule import SPLIT_THRESHOLD
+
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal(4 * SPLIT_THRESHOLD + 3).astype(np.float32) for _ in range(2))
+    x = Tensor(a, device="CPU").sum()
+    assert len(kernels(x)) == 2 and len(builds) == 1
+    y = Tensor(b, device="CPU").sum()
+    assert len(kernels(y)) == 2 and len(builds) == 1
+    np.testing.assert_allclose(y.numpy(), b.astype(np.float64).sum(), rtol=1e-5)
+    np.testing.assert_allclose(x.numpy(), a.astype(np.float64).sum(), rtol=1e-5)
+    assert len(builds) == 1
+
+
 @pytest.mark.parametrize(
     "other", [np.ones((8, 4), np.float32), np.ones((8, 8), np.int32), np.ones((8, 8), np.float32)], ids=str
 )

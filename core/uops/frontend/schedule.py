@@ -335,18 +335,31 @@ def _split_reduce(n: UOp) -> UOp | None:
 
 #: REDUCE_AXIS node -> its lowered form, kept while the node lives (so a realized stage is found again)
 _lowered: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+#: the REDUCE_AXIS nodes whose lowering is a fold to a constant (it read their values, not only their structure)
+_folded: weakref.WeakSet[UOp] = weakref.WeakSet()
 
 
 def _lower_reduce(n: UOp) -> UOp | None:
     out = _lowered.get(n)
     if out is None:
         out = _fold_uniform_reduce(n)
-        if out is None:
+        if out is not None:
+            _folded.add(n)
+        else:
             out = _split_reduce(n)
         if out is None:
             return None
         _lowered[n] = out
     return out
+
+
+def _folds_read_realized(nodes: list[UOp]) -> bool:
+    """Whether a reduction among ``nodes`` folded to a constant through a realized value: the fold read that value's
+    lazy graph, which a graph key does not hold (it holds the value's buffer), so another graph with the same key
+    may not fold."""
+    return any(
+        n.op is Ops.REDUCE_AXIS and n in _folded and any(x in realized for x in n.src[0].toposort()) for n in nodes
+    )
 
 
 lower_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="n"), _lower_reduce), *merge_views.rules])
@@ -837,8 +850,13 @@ def _graph_key(roots: list[UOp], default_device: str) -> tuple[tuple[object, ...
 
 
 def _to_plan(sched: Schedule, made: list[UOp], nodes: list[UOp], inputs: list[UOp]) -> _Plan | None:
-    """``sched`` as a plan over ``inputs`` and fresh buffers, or None when it refers to anything else (a
-    buffer or lazy node not in the graph: e.g. a stage of a split reduction, found realized or not)."""
+    """``sched`` as a plan over ``inputs`` and fresh buffers, or None when it reads a buffer that is neither (a
+    realized stage of a split reduction) or depends on more than the graph's key (``_folds_read_realized``).
+
+    A lazy node that lowering made (a split reduction's stage, a root in its lowered form) is not in the graph:
+    the plan does not record it as realized."""
+    if _folds_read_realized(nodes):
+        return None
     ref = {b: i for i, b in enumerate(inputs)}
     ref.update((b, len(inputs) + j) for j, b in enumerate(made))
     pos = {n: i for i, n in enumerate(nodes)}
@@ -851,13 +869,12 @@ def _to_plan(sched: Schedule, made: list[UOp], nodes: list[UOp], inputs: list[UO
     items = []
     for it in sched.items:
         bufs = tuple(ref.get(b, -1) for b in it.bufs)
-        outs = tuple(pos.get(n, -1) for n in it.outputs)
-        if -1 in bufs or -1 in outs:
+        if -1 in bufs:
             return None
-        items.append((it.kind, it.device, bufs, it.ast, outs))
+        items.append((it.kind, it.device, bufs, it.ast, tuple(pos[n] for n in it.outputs if n in pos)))
     views = [view_ref(v) for v in sched.root_views]
-    done = [(pos.get(n, -1), view_ref(v)) for n, v in sched.done.items()]
-    if any(v is None for v in views) or any(p == -1 or v is None for p, v in done):
+    done = [(pos[n], view_ref(v)) for n, v in sched.done.items() if n in pos]
+    if any(v is None for v in views) or any(v is None for _, v in done):
         return None
     fresh = tuple((b.arg[0], b.arg[1], b.dtype) for b in made)
     return _Plan(len(inputs), fresh, tuple(items), tuple(views), tuple(done))  # type: ignore[arg-type]
