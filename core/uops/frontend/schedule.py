@@ -149,13 +149,17 @@ def reshaped(u: UOp, shape: tuple[int, ...]) -> UOp:
     return u if shape_of(u) == shape else apply_view(u, lambda st: st.reshape(shape))
 
 
+@functools.lru_cache(maxsize=1024)
+def _broadcast_scalar(shape: tuple[int, ...]) -> ShapeTracker:
+    """The view of a scalar broadcast to ``shape`` (every elementwise op with a Python scalar makes one)."""
+    st = ShapeTracker.from_shape(()).reshape((1,) * len(shape))
+    return st if all(s == 1 for s in shape) else st.expand(shape)
+
+
 def const_view(value: bool | int | float, dtype: DType, shape: tuple[int, ...]) -> UOp:
     """One value broadcast to ``shape`` (a CONST under an expanding view; no memory)."""
     c = UOp.const(dtype, value)
-    if not shape:
-        return c
-    u = apply_view(c, lambda st: st.reshape((1,) * len(shape)))
-    return u if all(s == 1 for s in shape) else apply_view(u, lambda st: st.expand(shape))
+    return UOp(Ops.VIEW, dtype, (c,), _broadcast_scalar(shape)) if shape else c
 
 
 def device_of(u: UOp) -> str | None:

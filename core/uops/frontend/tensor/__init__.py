@@ -91,8 +91,11 @@ def _list_dtype(arr: np.ndarray, data: Sequence[Any]) -> DType:
 class Tensor(_Casts):
     """A lazy n-dimensional array on one device."""
 
-    __slots__ = ("uop", "device", "grad", "_requires_grad")
+    # _shape_node, _shape: the shape of the node last asked about (ops ask for their operands' shapes many times)
+    __slots__ = ("uop", "device", "grad", "_requires_grad", "_shape_node", "_shape")
     grad: Tensor | None
+    _shape_node: UOp | None
+    _shape: tuple[int, ...]
     #: numpy defers to Tensor's operators (``ndarray + Tensor`` is a Tensor), and ``np.asarray(t)`` reads the values
     __array_ufunc__ = None
 
@@ -105,6 +108,7 @@ class Tensor(_Casts):
     ):
         self.grad = None
         self._requires_grad = False
+        self._shape_node = None
         self._build(data, device, dtype)
         if requires_grad:
             self.requires_grad = True
@@ -151,7 +155,7 @@ class Tensor(_Casts):
         rg = self._requires_grad or any(o._requires_grad for o in others)
         if rg and not GRAD_ENABLED[0]:
             u, rg = move(u, "detach", None), False
-        t.uop, t.device, t.grad, t._requires_grad = inplace.current(u), self.device, None, rg
+        t.uop, t.device, t.grad, t._requires_grad, t._shape_node = inplace.current(u), self.device, None, rg, None
         return t
 
     # ----- autograd (rules in frontend/autograd.py) -----
@@ -225,7 +229,7 @@ class Tensor(_Casts):
     def _untracked(cls, u: UOp, device: str) -> Tensor:
         """A tensor of node ``u`` that requires no grad and is not tracked as a reader (gradients, JIT replays)."""
         t = object.__new__(cls)
-        t.uop, t.device, t.grad, t._requires_grad = u, device, None, False
+        t.uop, t.device, t.grad, t._requires_grad, t._shape_node = u, device, None, False, None
         return t
 
     def _grad_tensor(self, u: UOp) -> Tensor:
@@ -264,7 +268,10 @@ class Tensor(_Casts):
     # ----- basic properties -----
     @property
     def shape(self) -> tuple[int, ...]:
-        return shape_of(self.uop)
+        u = self.uop
+        if self._shape_node is not u:
+            self._shape, self._shape_node = shape_of(u), u
+        return self._shape
 
     @property
     def dtype(self) -> DType:
@@ -410,6 +417,7 @@ class Tensor(_Casts):
     # ----- movement and indexing -----
     _view = movement.view
     _moved = movement.moved
+    _broadcast_to = movement.broadcast_valid
     _axis = movement.axis
     _stride = movement.stride
     reshape = movement.reshape

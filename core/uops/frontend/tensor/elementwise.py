@@ -16,6 +16,7 @@ from uops.dtypes import DType, dtypes, least_upper_dtype
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
 
+from ..schedule import const_view
 from .args import Scalar, broadcast_shape, check_scalar, fits, result_dtype, scalar_dtype
 
 if TYPE_CHECKING:
@@ -51,12 +52,15 @@ def operands(self: Tensor, other: Tensor | Scalar | np.ndarray, reverse: bool = 
             dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
         else:
             raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
-        y = cls(UOp.const(dt, check_scalar(v, dt)), device=self.device)
+        x = self.cast(dt)
+        y = cls._untracked(const_view(check_scalar(v, dt), dt, x.shape), self.device)
+        return (y, x) if reverse else (x, y)
     else:
         raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
     x, y = self.cast(dt), y.cast(dt)
-    shape = broadcast_shape(x.shape, y.shape)
-    x, y = x.expand(shape), y.expand(shape)
+    if x.shape != y.shape:
+        shape = broadcast_shape(x.shape, y.shape)
+        x, y = x._broadcast_to(shape), y._broadcast_to(shape)
     return (y, x) if reverse else (x, y)
 
 

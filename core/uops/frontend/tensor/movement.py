@@ -98,6 +98,13 @@ def broadcast_to(self: Tensor, shape: tuple[int, ...]) -> Tensor:
     return self.expand(shape)
 
 
+def broadcast_valid(self: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``expand`` to a shape known to be a broadcast of this one (``broadcast_shape``'s): no argument checks, which
+    cost more than the movement in an elementwise op."""
+    x = self if self.ndim == len(shape) else self._moved("reshape", (1,) * (len(shape) - self.ndim) + self.shape)
+    return x if x.shape == shape else x._moved("expand", shape)
+
+
 def pad(self: Tensor, padding: Sequence[tuple[int, int] | None], value: Scalar = 0) -> Tensor:
     """Constant padding: ``padding[d] = (before, after)`` for each dim (None: no padding)."""
     if len(padding) != self.ndim:
