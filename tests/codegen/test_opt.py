@@ -39,15 +39,16 @@ I, B, P = OptOps.INNER, OptOps.BLOCK, OptOps.PACK
 
 def test_strided_reductions_stream_rows_through_an_inner_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sum over axis 0 on CPU: the contiguous output axis is an INNER loop, rows unrolled; a sum of loads that fits in
-    L3 runs on one core, a bigger one in one chunk per thread."""
+    L2 runs on one core, a bigger one in one chunk per thread."""
     monkeypatch.setenv("UOPS_THREADS", "2")
-    ast = col_max(2048, 2048)[0]
+    ast = col_max(256, 2048)[0]
     cpu = Device["CPU"].renderer
     opts = hand_coded_opts(ast, cpu)
     assert opts == [Opt(I, 0, 2048), Opt(R, 0, 8)], opts
     src = get_program(ast, cpu, Device["CPU"].compiler, opts).src
     assert src.count("for (") == 4, src  # accumulators cleared, rows with the INNER loop inside, stores
     assert "acc0[2048]" in src, src  # the eight unrolled rows are added up before their element's accumulator
+    assert hand_coded_opts(col_max(2048, 2048)[0], cpu) == [Opt(I, 0, 1024), Opt(R, 0, 8), Opt(T, 0, 2)]
     assert hand_coded_opts(col_max(4096, 4096)[0], cpu) == [Opt(I, 0, 2048), Opt(R, 0, 8), Opt(T, 0, 2)]
     assert not any(o.op is I for o in hand_coded_opts(ast, Device["CUDA"].renderer))
 
@@ -133,7 +134,8 @@ def test_row_sums_stream_several_rows_at_once(monkeypatch: pytest.MonkeyPatch) -
         assert not any(o.op is U for o in opts), opts
     assert not any(o.op is U for o in hand_coded_opts(row_sum(2048, 2048)[0], Device["CUDA"].renderer))
     monkeypatch.setenv("UOPS_THREADS", "2")
-    assert hand_coded_opts(row_sum(2048, 2048)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8)]  # one core: fits in L3
+    assert hand_coded_opts(row_sum(256, 2048)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8)]  # one core: fits in L2
+    assert hand_coded_opts(row_sum(2048, 2048)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8), Opt(T, 0, 2)]
     assert hand_coded_opts(row_sum(4096, 4096)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8), Opt(T, 0, 2)]
     assert hand_coded_opts(row_sq_dev(2048, 2048)[0], cpu)[-1] == Opt(T, 0, 2)  # more than loads: threaded
 

@@ -64,13 +64,11 @@ THREAD_MIN_WORK = 1 << 18
 #: shared 2-core EPYC (sum over axis 0 of 2048^2, 8 rows a pass, kernel alone, best of 100): 2048 0.60 ms, 1024 0.71
 INNER_CHUNK = 2048
 #: work below which a streamed reduction of plain loads (rows or strided, see ``_row_streams`` and
-#: ``_strided_reduction``) runs on one core: its input fits in L3, where one core streams it at about numpy's speed,
-#: and on a busy 2-core machine a second thread that loses its core mid-chunk costs more than it saves (sum axis 1
-#: of 2048^2, kernel alone, alternating, best/median of 100: one thread 0.53/0.99 ms, two 0.96/3.8 ms, numpy
-#: 1.68/2.0 ms; axis 0 whole path, best/median of 60: 1.26/1.63 ms, two threads 1.69/2.02, numpy 1.62/1.90). Kernel
-#: alone after warm calls two threads win (0.15 against 0.30 ms), but in ``bench/ops.py``'s turns the workers have
-#: gone to sleep between calls: axis 0 took 0.70-0.74 ms on two threads, 0.45 on one; axis 1 0.42-0.47 either way
-STREAM_THREAD_MIN_WORK = 1 << 23
+#: ``_strided_reduction``) runs on one core: 4 MiB of float32, in L2/L3, where a second thread costs about its own
+#: start. Above it two threads win while the CPU pool's workers still spin between calls (``SPIN_US``): in
+#: ``bench/ops.py``'s turns on the shared 2-core EPYC, 2048^2 sum axis 1 0.24-0.32 ms on two threads, 0.42-0.55 on
+#: one; axis 0 0.33-0.45 and 0.42-0.46 (with workers that slept between calls two threads took 0.70 ms there)
+STREAM_THREAD_MIN_WORK = 1 << 20
 
 _EVAL: dict[Ops, Callable[..., int]] = {
     Ops.ADD: lambda a, b: a + b,

@@ -113,9 +113,12 @@ def _address(buf: Any) -> int:
 MAX_ARGS = 16
 #: chunks one launch may have (the claim word keeps the count and the next chunk in 16 bits each)
 MAX_CHUNKS = 0xFFFF
-#: how long an idle worker spins on the generation before it sleeps: longer than the front end's gap between
-#: two replayed kernels (~5 us), short enough that a process between bursts of kernels leaves its cores alone
-SPIN_US = 200
+#: how long an idle worker spins on the generation before it sleeps: longer than the front end's gap between two
+#: eager calls (building and scheduling a softmax or a layernorm takes 0.1-0.3 ms), short enough that a process
+#: between bursts of kernels leaves its cores alone. A worker woken from sleep starts its chunk late: in
+#: ``bench/ops.py``'s turns a 16M sum took 2.9 ms with 200 us of spin and 2.2-2.5 ms with 2000, a layernorm of
+#: 2048^2 1.70 and 1.33-1.37 ms
+SPIN_US = 2000
 _MAX_WORKERS = 255
 #: bytes of freed buffers the allocator keeps for reuse (`HostAllocator`'s ``keep_bytes``): a new buffer's pages
 #: fault in on their first write, which costs more than a streaming kernel's own work
