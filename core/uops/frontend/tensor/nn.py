@@ -73,8 +73,11 @@ def matmul(self: Tensor, y: Tensor | np.ndarray) -> Tensor:
         raise ValueError(
             f"matmul inner dimensions differ: {self.shape} has {a.shape[-1]} columns, {y.shape} has {b.shape[-2]} rows"
         )
-    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
     dt = result_dtype(self.device, a.dtype, b.dtype)
+    if y.ndim == 1 and self.ndim >= 2:  # a matrix-vector product: the vector broadcast over the rows, 2 ops not 8
+        out = (self.cast(dt) * y.cast(dt)).sum(-1)
+        return out if out.dtype == dt else out.cast(dt)
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     a3 = a.cast(dt).reshape(a.shape[:-1] + (1, k))  # (..., M, 1, K)
     b3 = b.cast(dt).transpose(-1, -2).reshape(b.shape[:-2] + (1, n, k))  # (..., 1, N, K)
