@@ -86,3 +86,24 @@ def test_assign_gives_every_holder_the_new_value():
     np.testing.assert_array_equal(t.numpy(), np.ones((2, 3), np.float32))
     with pytest.raises(ValueError, match=r"shape \(4,\) does not fit a tensor of shape \(2, 3\)"):
         t.assign(Tensor(np.zeros(4, np.float32), device="CPU"))
+
+
+def test_a_scalar_operand_is_one_constant_under_one_view_and_a_vector_operand_is_broadcast():
+    """What an elementwise op's operands become: a Python scalar one CONST under one view of the other operand's
+    shape (no chain of movements); a matrix @ vector the vector broadcast over the rows; a shape that changed in
+    place is seen at once."""
+    from uops.ir.ops import Ops
+
+    t = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="PYTHON")
+    y = (t * 2.5).uop
+    const = y.src[1]
+    assert const.op is Ops.VIEW and len(const.src) == 1 and const.src[0].op is Ops.CONST
+    assert const.arg.shape == (2, 3) and const.src[0].arg == 2.5
+    np.testing.assert_array_equal((2.5 - t).numpy(), 2.5 - t.numpy())
+    v = Tensor(np.array([1.0, -2.0, 0.5], np.float32), device="PYTHON")
+    mv = t @ v
+    assert mv.shape == (2,) and sum(u.op is Ops.VIEW for u in mv.uop.toposort()) <= 5  # 9 as a (2, 1, 3) product
+    np.testing.assert_allclose(mv.numpy(), t.numpy() @ v.numpy(), rtol=1e-6)
+    assert t.shape == (2, 3)
+    t.uop = t.reshape(3, 2).uop
+    assert t.shape == (3, 2)
