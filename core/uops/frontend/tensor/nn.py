@@ -81,7 +81,7 @@ def matmul(self: Tensor, y: Tensor | np.ndarray) -> Tensor:
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     a3 = a.cast(dt).reshape(a.shape[:-1] + (1, k))  # (..., M, 1, K)
     b3 = b.cast(dt).transpose(-1, -2).reshape(b.shape[:-2] + (1, n, k))  # (..., 1, N, K)
-    out = (a3.expand(batch + (m, n, k)) * b3.expand(batch + (m, n, k))).sum(-1)
+    out = (a3._broadcast_to(batch + (m, n, k)) * b3._broadcast_to(batch + (m, n, k))).sum(-1)
     if out.dtype != dt:  # numpy: int32 @ int32 is int32, bool @ bool is bool (any of the ANDs), not a count
         out = out.cast(dt)
     if self.ndim == 1:
