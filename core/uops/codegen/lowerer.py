@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uops.codegen.opt import Opt, apply_opts, identity, row_loop
+from uops.codegen.stash import stash_row_values
 from uops.dtypes import AddrSpace, dtypes
 from uops.errors import UopsError
 from uops.ir.ops import AxisType, GroupOp, Ops
@@ -961,6 +962,7 @@ Pass = Callable[[UOp, LowerContext], UOp]
 #: kernel AST -> low-level SINK, in order; each pass a function of one graph to one graph
 LOWERING: list[tuple[str, Pass]] = [
     ("check_ast", check_ast),
+    ("stash", lambda ast, ctx: stash_row_values(ast, ctx.ren, ctx.opts)),
     ("opts", opts_pass),
     ("tidy", lambda ast, ctx: graph_rewrite(ast, _tidy_matcher())),
     ("groups", lambda ast, ctx: lower_groups(ast, ctx.ren)),

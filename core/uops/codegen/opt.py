@@ -177,8 +177,8 @@ def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool, overlap
         if u in memo:
             continue
         depends = any(s in dep for s in u.src)
-        if depends:
-            dep.add(u)
+        if depends and not (u.op is Ops.REDUCE and r in u.src[1:]):
+            dep.add(u)  # a reduction over ``r`` is one value for all of it: what reads it is not gated along ``r``
         if u.op is Ops.REDUCE and r in u.src[1:]:
             val = memo[u.src[0]]
             if valid is not None:
@@ -186,7 +186,7 @@ def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool, overlap
             rngs = tuple(x for x in u.src[1:] if x is not r) + (outer, part)
             memo[u] = UOp(Ops.REDUCE, u.dtype, (val, *rngs), u.arg)
             continue
-        if clamped is not None and u.op is Ops.LOAD and depends:
+        if clamped is not None and u.op is Ops.LOAD and depends and not _reads_stored(u):
             memo[u] = u.substitute({r: clamped})
             continue
         new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
@@ -194,6 +194,12 @@ def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool, overlap
             new = _gate(new, valid)
         memo[u] = new
     return memo[ast]
+
+
+def _reads_stored(load: UOp) -> bool:
+    """Whether ``load`` reads what the kernel stored before it (``codegen.stash``): its store is gated with the
+    other stores, not wrapped to the start with the loads (a wrapped store would overwrite a finished element)."""
+    return any(x.op is Ops.STORE for x in load.toposort())
 
 
 def _reads_output(ast: UOp) -> bool:
