@@ -231,24 +231,37 @@ def _flat(stride: tuple[int, ...], padded: tuple[int, ...], outs: tuple[int, ...
     )
 
 
+def _flat_rows(
+    x: Tensor, kernel: tuple[int, ...], pads: tuple[tuple[int, int], ...], dilation: tuple[int, ...]
+) -> Tensor:
+    """The input of the flattened form copied padded as (C, N * Hp + tail rows, Wp): position ``p`` of the
+    flattened padded images is element ``p`` of a channel's rows, and the tail (zeros, in whole rows) covers the
+    last window's reach."""
+    bs, cin = x.shape[:2]
+    (kh, kw), (dh, dw) = kernel, dilation
+    hp, wp = _padded(x.shape[2:], pads)
+    tail = -(-(dh * (kh - 1) * wp + dw * (kw - 1)) // wp) * wp
+    # copied as (C, image rows, Wp): a kernel with a row axis, whose index math runs once per row, not per element
+    xt = x.permute((1, 0, 2, 3)).pad([None, None, *pads]).reshape((cin, bs * hp, wp))
+    return xt.pad([None, (0, tail // wp), None]).contiguous()
+
+
 def _flat_windows(
     x: Tensor, wshape: tuple[int, ...], pads: tuple[tuple[int, int], ...], dilation: tuple[int, ...], groups: int
 ) -> Tensor:
-    """The windows of the flattened form: the input copied padded as (C, N * Hp * Wp) rows (plus the last window's
-    reach), viewed as (groups, out channels per group, in channels per group, kH, kW, positions), where position
-    ``p`` of the flattened padded images reads ``row[c, p + kh * Wp + kw]`` (an affine index, no copy)."""
+    """The windows of the flattened form over ``_flat_rows``, viewed as (groups, out channels per group, in channels
+    per group, kH, kW, positions), where position ``p`` reads ``row[c, p + kh * Wp + kw]`` (an affine index, no
+    copy)."""
     from uops.frontend.view import ShapeTracker, View
 
-    bs, cin = x.shape[:2]
+    bs = x.shape[0]
     cout, wcin, kh, kw = wshape
     (dh, dw), rc = dilation, cout // groups
     hp, wp = _padded(x.shape[2:], pads)
-    rows, tail = bs * hp * wp, -(-(dh * (kh - 1) * wp + dw * (kw - 1)) // wp) * wp  # the tail in whole rows
-    # copied as (C, image rows, Wp): a kernel with a row axis, whose index math runs once per row, not per element
-    xt = x.permute((1, 0, 2, 3)).pad([None, None, *pads]).reshape((cin, bs * hp, wp))
-    xt = xt.pad([None, (0, tail // wp), None]).contiguous()
-    shape = (groups, rc, wcin, kh, kw, rows)
-    strides = (wcin * (rows + tail), 0, rows + tail, dh * wp, dw, 1)
+    xt = _flat_rows(x, (kh, kw), pads, dilation)
+    length = xt.shape[1] * wp
+    shape = (groups, rc, wcin, kh, kw, bs * hp * wp)
+    strides = (wcin * length, 0, length, dh * wp, dw, 1)
     return xt._view(lambda st: ShapeTracker((View.create(shape, strides),)))
 
 
@@ -279,15 +292,23 @@ def _weight_grad_flat(
     pads: tuple[tuple[int, int], ...],
     dilation: tuple[int, ...],
     groups: int,
+    gy_rows: tuple[Tensor, int] | None = None,
 ) -> Tensor:
     """The weight's gradient of a convolution in the flattened form: the output's gradient laid out as the
     positions of the flattened padded images (zeros where the forward dropped a position) times the same windows,
-    summed over the positions. Both walk the positions contiguously, so the optimizer vectorizes the sum itself."""
+    summed over the positions. Both walk the positions contiguously, so the optimizer vectorizes the sum itself.
+
+    ``gy_rows``: the output's gradient already copied as ``_flat_rows`` on the same grid (the input's gradient
+    reads it so) and where its first element is: that copy viewed from there is this layout, with its zeros."""
     bs, cout, ho, wo = gy.shape
     _, wcin, kh, kw = wshape
     hp, wp = _padded(x.shape[2:], pads)
     rows = bs * hp * wp
-    gf = gy.permute((1, 0, 2, 3)).pad([None, None, (0, hp - ho), (0, wp - wo)]).contiguous().reshape((cout, rows))
+    if gy_rows is not None:
+        g_rows, start = gy_rows
+        gf = g_rows.reshape((cout, g_rows.shape[1] * wp)).shrink([None, (start, start + rows)])
+    else:
+        gf = gy.permute((1, 0, 2, 3)).pad([None, None, (0, hp - ho), (0, wp - wo)]).contiguous().reshape((cout, rows))
     win = _flat_windows(x, wshape, pads, dilation, groups)
     gw = (win * gf.reshape((groups, cout // groups, 1, 1, 1, rows))).sum(5)  # (groups, rc, wcin, kh, kw)
     return gw.reshape(wshape)
@@ -306,10 +327,25 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     n = len(stride)
     ks, (bs, cin), (cout, wcin) = w.shape[2:], x.shape[:2], w.shape[:2]
     rc = cout // groups
-    gy = Tensor._untracked(g, device).contiguous()
+    gy = Tensor._untracked(g, device)
     outs = gy.shape[2:]
     padded = _padded(x.shape[2:], pads)
-    if _flat(stride, padded, outs):
+    reach = tuple(dd * (k - 1) for dd, k in zip(dil, ks))
+    # the input's gradient correlates the output's gradient padded by ``around``; on the forward's grid (a 'same'
+    # convolution), that padded copy is also the weight gradient's layout, from the first gradient element on
+    around = tuple((r - b, i + b - q) for r, (b, _), i, q in zip(reach, pads, x.shape[2:], outs))
+    shared = (
+        _flat(stride, padded, outs)
+        and _padded(outs, around) == padded
+        and all(b >= 0 and a >= 0 for b, a in around)
+        and _flat(stride, padded, x.shape[2:])
+    )
+    if not shared or len(ret.src) != 3:
+        gy = gy.contiguous()  # read by more than one kernel: computed once
+    if shared:
+        start = around[0][0] * padded[1] + around[1][0]
+        gw = _weight_grad_flat(x, gy, w.shape, pads, dil, groups, (_flat_rows(gy, ks, around, dil), start))
+    elif _flat(stride, padded, outs):
         gw = _weight_grad_flat(x, gy, w.shape, pads, dil, groups)
     else:
         xp = x.pad([None, None, *pads]).contiguous() if any(p != (0, 0) for p in pads) else x
@@ -322,7 +358,6 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
         spread = spread.pad([None, None] + [p for v in stride for p in (None, (0, v - 1))])
         spread = spread.reshape((bs, cout) + tuple(o * v for o, v in zip(outs, stride)))
         spread = spread.shrink([None, None] + [(0, (o - 1) * v + 1) for o, v in zip(outs, stride)])
-    reach = tuple(dd * (k - 1) for dd, k in zip(dil, ks))
     wt = w.reshape((groups, rc, wcin) + ks).permute((0, 2, 1) + tuple(range(3, 3 + n)))
     wt = wt.reshape((cin, rc) + ks).flip(tuple(range(2, 2 + n)))
     # only the input's cells: the spread padded so the first window ends at the first input cell; cells after the
