@@ -318,7 +318,7 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     """The input's gradient is a transposed convolution (the output's gradient spread by the stride, padded by the
     kernel's reach, correlated with the flipped, transposed weight: one window reduction, no scatter); the
     weight's is the correlation of the padded input with that gradient, summed over the batch and positions; the
-    bias's sums that gradient (read once, as a buffer, by all three)."""
+    bias's sums that gradient (a buffer first where more than one kernel reads it)."""
     from . import Tensor
 
     stride, pads, dil, groups, device = ret.arg.move[1][1]
@@ -331,9 +331,13 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     outs = gy.shape[2:]
     padded = _padded(x.shape[2:], pads)
     reach = tuple(dd * (k - 1) for dd, k in zip(dil, ks))
-    # the input's gradient correlates the output's gradient padded by ``around``; on the forward's grid (a 'same'
-    # convolution), that padded copy is also the weight gradient's layout, from the first gradient element on
-    around = tuple((r - b, i + b - q) for r, (b, _), i, q in zip(reach, pads, x.shape[2:], outs))
+    # the input's gradient correlates the output's gradient spread by the stride and padded by ``around``: only the
+    # input's cells, the first window ending at the first input cell; cells after the last one a window read get
+    # zeros from the padding
+    spread_sizes = tuple((o - 1) * v + 1 for o, v in zip(outs, stride))
+    around = tuple((r - b, i + b - q) for r, (b, _), i, q in zip(reach, pads, x.shape[2:], spread_sizes))
+    # on the forward's grid (a 'same' stride-1 convolution) that padded copy is also the weight gradient's layout,
+    # from the first gradient element on: one copy serves both
     shared = (
         _flat(stride, padded, outs)
         and _padded(outs, around) == padded
@@ -357,12 +361,9 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
         spread = spread.reshape((bs, cout) + tuple(v for o in outs for v in (o, 1)))
         spread = spread.pad([None, None] + [p for v in stride for p in (None, (0, v - 1))])
         spread = spread.reshape((bs, cout) + tuple(o * v for o, v in zip(outs, stride)))
-        spread = spread.shrink([None, None] + [(0, (o - 1) * v + 1) for o, v in zip(outs, stride)])
+        spread = spread.shrink([None, None] + [(0, q) for q in spread_sizes])
     wt = w.reshape((groups, rc, wcin) + ks).permute((0, 2, 1) + tuple(range(3, 3 + n)))
     wt = wt.reshape((cin, rc) + ks).flip(tuple(range(2, 2 + n)))
-    # only the input's cells: the spread padded so the first window ends at the first input cell; cells after the
-    # last one a window read get zeros from the padding
-    around = tuple((r - b, i + b - q) for r, (b, _), i, q in zip(reach, pads, x.shape[2:], spread.shape[2:]))
     if all(b >= 0 and a >= 0 for b, a in around):
         gx = _correlate(spread, wt, (1,) * n, around, dil, groups)
     else:  # padding beyond the kernel's reach: the padded input's gradient, then the input's part of it
