@@ -399,3 +399,32 @@ def test_an_overlapped_tile_gates_nothing_in_its_loops() -> None:
     with pytest.raises(OptError, match="writes some outputs twice"):
         tiled = apply_opt(ast, Opt(U, 1, 16), Device["CPU"].renderer, overlap=True)
         apply_opt(tiled, Opt(B, 0, 10), Device["CPU"].renderer)
+
+
+@pytest.mark.parametrize(
+    "shape,kernel,stride,padding",
+    [((64, 16, 8, 8), 2, None, 0), ((4, 8, 15, 17), 2, None, 0), ((4, 8, 23, 29), 3, 2, 1), ((4, 8, 16, 16), 3, 1, 1)],
+)
+def test_small_windows_are_unrolled_whole_with_outputs_in_lanes(shape, kernel, stride, padding) -> None:
+    """A pool's window (a reduction of 16 elements or fewer): each window axis unrolled whole and the last output
+    axes upcast, where the heuristics had no opts at all; max and average pools still match numpy."""
+    from uops import Tensor
+
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    t = Tensor(x, device="CPU")
+    for pooled in (t.max_pool2d(kernel, stride=stride, padding=padding), t.avg_pool2d(kernel, stride, padding)):
+        (item,) = [k for k in pooled.schedule() if k.kind == "kernel"]
+        opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
+        assert [o.op for o in opts[:2]] == [R, R] and all(o.amount == kernel for o in opts[:2]), opts
+        assert any(o.op is U for o in opts), opts
+    s = stride or kernel
+    xp = np.pad(x, [(0, 0), (0, 0), (padding, padding), (padding, padding)], constant_values=-np.inf)
+    ho, wo = (xp.shape[2] - kernel) // s + 1, (xp.shape[3] - kernel) // s + 1
+    win = np.stack([xp[:, :, i : i + s * ho : s, j : j + s * wo : s] for i in range(kernel) for j in range(kernel)])
+    np.testing.assert_array_equal(t.max_pool2d(kernel, stride=stride, padding=padding).numpy(), win.max(0))
+    win0 = np.where(np.isinf(win), 0, win)
+    np.testing.assert_allclose(t.avg_pool2d(kernel, stride, padding).numpy(), win0.mean(0), rtol=1e-5, atol=1e-6)
+    big = hand_coded_opts(matmul(64, 64, 64)[0], Device["CPU"].renderer)
+    assert not any(o.op is R and o.amount == 64 for o in big)  # a long reduction keeps its loop
+    (few,) = [k for k in Tensor(x[:1, :2, :6, :6], device="CPU").max_pool2d(2).schedule() if k.kind == "kernel"]
+    assert hand_coded_opts(few.ast, Device["CPU"].renderer) == []  # 18 outputs: microseconds either way
