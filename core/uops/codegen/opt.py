@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
@@ -186,20 +187,18 @@ def split_axis(ast: UOp, r: UOp, amount: int, kind: AxisType, top: bool, overlap
             rngs = tuple(x for x in u.src[1:] if x is not r) + (outer, part)
             memo[u] = UOp(Ops.REDUCE, u.dtype, (val, *rngs), u.arg)
             continue
-        if clamped is not None and u.op is Ops.LOAD and depends and not _reads_stored(u):
-            memo[u] = u.substitute({r: clamped})
+        if clamped is not None and u.op is Ops.LOAD and depends:
+            # the address (and gate) wraps; what the buffer source holds is rebuilt as the rest (a value the kernel
+            # stored before, ``codegen.stash``: its store gated with the other stores)
+            idx = u.src[0]
+            wrapped = (memo[idx.src[0]], *(x.substitute({r: clamped}) for x in idx.src[1:]))
+            memo[u] = u.replace(src=(idx.replace(src=wrapped), *(x.substitute({r: clamped}) for x in u.src[1:])))
             continue
         new = u.replace(src=tuple(memo[s] for s in u.src)) if u.src else u
         if valid is not None and u.op in (Ops.LOAD, Ops.STORE) and u.src[0] in dep:
             new = _gate(new, valid)
         memo[u] = new
     return memo[ast]
-
-
-def _reads_stored(load: UOp) -> bool:
-    """Whether ``load`` reads what the kernel stored before it (``codegen.stash``): its store is gated with the
-    other stores, not wrapped to the start with the loads (a wrapped store would overwrite a finished element)."""
-    return any(x.op is Ops.STORE for x in load.toposort())
 
 
 def _reads_output(ast: UOp) -> bool:
@@ -485,13 +484,17 @@ def row_loop(ast: UOp) -> Opt | None:
     return None
 
 
+def with_row_loop(ast: UOp, opts: Sequence[Opt]) -> list[Opt]:
+    """The opts ``apply_opts`` applies: a fused row's loop (``row_loop``) first where ``opts`` have no INNER."""
+    row = None if any(isinstance(o, Opt) and o.op is OptOps.INNER for o in opts) else row_loop(ast)
+    return [row, *opts] if row is not None else list(opts)
+
+
 def apply_opts(ast: UOp, opts: list[Opt], ren: Renderer) -> UOp:
     """The opts in order, then the register axes expanded: the AST the lowering takes. Masked UPCAST tails
     overlap unless the reduction is BLOCKed (a block adds to outputs, and an overlapped one would be added twice).
     A fused row's loop (``row_loop``) comes first where the opts have no INNER."""
-    row = None if any(isinstance(o, Opt) and o.op is OptOps.INNER for o in opts) else row_loop(ast)
-    if row is not None:
-        opts = [row, *opts]
+    opts = with_row_loop(ast, opts)
     if not opts:
         return ast
     overlap = not any(isinstance(o, Opt) and o.op is OptOps.BLOCK for o in opts)

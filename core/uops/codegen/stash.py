@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from uops.codegen.opt import Opt, OptOps, output_axes, row_loop
+from uops.codegen.opt import Opt, OptOps, output_axes, with_row_loop
 from uops.dtypes import PtrDType
 from uops.ir.ops import Ops
 from uops.ir.uop import UOp
@@ -28,7 +28,7 @@ from uops.renderer import Renderer
 COSTLY_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV, Ops.POW})
 
 
-def stash_row_values(ast: UOp, ren: Renderer, opts: Sequence[Opt | object] = ()) -> UOp:
+def stash_row_values(ast: UOp, ren: Renderer, opts: Sequence[Opt] = ()) -> UOp:
     """``ast`` with every store whose value computes a reduction's summand again reading it back (see the module);
     ``opts`` the kernel's, which say whether the output's row is a loop after the reductions."""
     if ren.global_max is not None or (row := _row_axis(ast, opts)) is None:
@@ -38,15 +38,17 @@ def stash_row_values(ast: UOp, ren: Renderer, opts: Sequence[Opt | object] = ())
     return ast.substitute(mapping) if mapping else ast
 
 
-def _row_axis(ast: UOp, opts: Sequence[Opt | object]) -> UOp | None:
-    """The output range the opts make a loop after the row's reductions, whole, or None."""
-    inner = [o for o in opts if isinstance(o, Opt) and o.op is OptOps.INNER]
-    row = row_loop(ast) if not inner else inner[0] if len(inner) == 1 and opts[0] is inner[0] else None
-    outs = output_axes(ast)
-    if row is None or row.axis >= len(outs):
+def _row_axis(ast: UOp, opts: Sequence[Opt]) -> UOp | None:
+    """The output range the opts make a loop after the row's reductions, whole, or None: their only INNER, first."""
+    applied = with_row_loop(ast, opts)
+    inner = [o for o in applied if o.op is OptOps.INNER]
+    if len(inner) != 1 or applied[0] is not inner[0]:
         return None
-    r = outs[row.axis]
-    return r if r.src[0].op is Ops.CONST and int(r.src[0].arg) == row.amount else None
+    outs = output_axes(ast)
+    if inner[0].axis >= len(outs):
+        return None
+    r = outs[inner[0].axis]
+    return r if r.src[0].op is Ops.CONST and int(r.src[0].arg) == inner[0].amount else None
 
 
 def _stashed(store: UOp, topo: list[UOp], j: UOp) -> UOp | None:

@@ -338,8 +338,9 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     around = tuple((r - b, i + b - q) for r, (b, _), i, q in zip(reach, pads, x.shape[2:], spread_sizes))
     # on the forward's grid (a 'same' stride-1 convolution) that padded copy is also the weight gradient's layout,
     # from the first gradient element on: one copy serves both
+    flat = _flat(stride, padded, outs)
     shared = (
-        _flat(stride, padded, outs)
+        flat
         and _padded(outs, around) == padded
         and all(b >= 0 and a >= 0 for b, a in around)
         and _flat(stride, padded, x.shape[2:])
@@ -349,7 +350,7 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     if shared:
         start = around[0][0] * padded[1] + around[1][0]
         gw = _weight_grad_flat(x, gy, w.shape, pads, dil, groups, (_flat_rows(gy, ks, around, dil), start))
-    elif _flat(stride, padded, outs):
+    elif flat:
         gw = _weight_grad_flat(x, gy, w.shape, pads, dil, groups)
     else:
         xp = x.pad([None, None, *pads]).contiguous() if any(p != (0, 0) for p in pads) else x

@@ -84,14 +84,12 @@ def expand(self: Tensor, *shape: Any) -> Tensor:
     shp = tuple(int_arg(s, "expand size") for s in _sizes(shape))
     if len(shp) < self.ndim:
         raise ValueError(f"cannot expand shape {self.shape} to {shp}: fewer dimensions")
-    x = self.reshape((1,) * (len(shp) - self.ndim) + self.shape) if len(shp) > self.ndim else self
-    new = tuple(s if n == -1 else n for s, n in zip(x.shape, shp))
-    for s, n in zip(x.shape, new):
+    padded = (1,) * (len(shp) - self.ndim) + self.shape
+    new = tuple(s if n == -1 else n for s, n in zip(padded, shp))
+    for s, n in zip(padded, new):
         if s != n and s != 1:
             raise ValueError(f"cannot expand shape {self.shape} to {shp}: only size-1 dimensions can grow")
-    if new == x.shape:
-        return x
-    return x._moved("expand", new)
+    return self._broadcast_to(new)
 
 
 def broadcast_to(self: Tensor, shape: tuple[int, ...]) -> Tensor:

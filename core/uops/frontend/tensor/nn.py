@@ -78,19 +78,16 @@ def matmul(self: Tensor, y: Tensor | np.ndarray) -> Tensor:
     dt = result_dtype(self.device, a.dtype, b.dtype)
     if y.ndim == 1 and self.ndim >= 2:  # a matrix-vector product: the vector broadcast over the rows, 2 ops not 8
         out = (self.cast(dt) * y.cast(dt)).sum(-1)
-        return out if out.dtype == dt else out.cast(dt)
-    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    a3 = a.cast(dt).reshape(a.shape[:-1] + (1, k))  # (..., M, 1, K)
-    b3 = b.cast(dt).transpose(-1, -2).reshape(b.shape[:-2] + (1, n, k))  # (..., 1, N, K)
-    out = (a3._broadcast_to(batch + (m, n, k)) * b3._broadcast_to(batch + (m, n, k))).sum(-1)
-    if out.dtype != dt:  # numpy: int32 @ int32 is int32, bool @ bool is bool (any of the ANDs), not a count
-        out = out.cast(dt)
-    if self.ndim == 1:
-        out = out.squeeze(-2)
-    if y.ndim == 1:
-        out = out.squeeze(-1)
-    return out
+    else:
+        batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        a3 = a.cast(dt).reshape(a.shape[:-1] + (1, k))  # (..., M, 1, K)
+        b3 = b.cast(dt).transpose(-1, -2).reshape(b.shape[:-2] + (1, n, k))  # (..., 1, N, K)
+        out = (a3._broadcast_to(batch + (m, n, k)) * b3._broadcast_to(batch + (m, n, k))).sum(-1)
+        out = out.squeeze(-2) if self.ndim == 1 else out
+        out = out.squeeze(-1) if y.ndim == 1 else out
+    # numpy: int32 @ int32 is int32, bool @ bool is bool (any of the ANDs), not a count
+    return out if out.dtype == dt else out.cast(dt)
 
 
 def rmatmul(self: Tensor, y: Tensor | np.ndarray) -> Tensor:
