@@ -8,8 +8,11 @@ result is checked against numpy first; a peer whose result disagrees is reported
 Each time is the best of ``--runs`` after a warm-up, every side taking turns run by run (compiling is not
 timed; building the lazy graph, scheduling and launching are). Inputs are already on the device.
 
-The ratios are peer time / uops time: above 1 uops is faster. GFLOP/s and GB/s are the workload's useful
-work (flops of the math; bytes of inputs and output once) over uops' time; ``roof`` is that as a share of
+uops is timed twice: eager (``uops s``: the lazy graph built, scheduled and launched each call) and under
+``uops.jit`` (``jit s``: the captured kernels replayed). The ratios are peer time / uops eager time: above 1
+uops is faster; the ``jax.jit/jit`` and ``compile/jit`` columns set the compiled peers against ``uops.jit``,
+compiled against compiled. GFLOP/s and GB/s are the workload's useful work (flops of the math; bytes of inputs
+and output once) over the faster uops time; ``roof`` is that as a share of
 the ceiling it is held to (``bench/roofline.py``, measured at the start on CPU): ``rd`` read bandwidth,
 ``tri`` triad bandwidth, ``fma`` peak FMA rate. ``--beam N`` adds BEAM-searched kernels.
 
@@ -43,20 +46,35 @@ from workloads import Workload, agrees, inputs, max_error, workloads  # noqa: E4
 _ROOF_TAGS = {"read": "rd", "triad": "tri", "fma": "fma"}
 
 
-def _uops_fns(w: Workload, xs: list[np.ndarray], device: str) -> tuple[Callable[[], Any], Callable[[], np.ndarray]]:
-    from uops import Tensor
+#: the compiled peers, compared with ``uops.jit`` as well (compiled against compiled): column label per variant
+COMPILED = {"jax.jit": "jax.jit/jit", "torch.compile": "compile/jit"}
+
+
+def _uops_fns(
+    w: Workload, xs: list[np.ndarray], device: str, jitted: bool = False
+) -> tuple[Callable[[], Any], Callable[[], np.ndarray]]:
+    """(one timed run, the result as numpy) of the workload in uops: eager (lazy graphs, scheduled per call) or,
+    with ``jitted``, under ``uops.jit`` (the result is taken from a replay, so the replayed kernels are checked)."""
+    from uops import Tensor, jit
     from uops.plugins import Device
 
     ts = [Tensor(x, device=device).realize() for x in xs]
     runtime = Device[device].runtime
     fn = w.for_framework("uops")
+    if jitted:
+        fn = jit(fn)
 
     def run() -> Any:
         out = fn(*ts).realize()
         runtime.synchronize()
         return out
 
-    return run, lambda: fn(*ts).numpy()
+    def result() -> np.ndarray:
+        for _ in range(3 if jitted else 0):  # the plain call, the capture, then replays
+            run()
+        return fn(*ts).numpy()
+
+    return run, result
 
 
 def roof_share(w: Workload, seconds: float, roof: Roofline) -> float:
@@ -110,16 +128,20 @@ def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: 
     remote = [(p, v) for p in peers for v in p.variants]
     for p in peers:
         print(f"peer {p.framework} {p.version}: {p.python}")
-    cols = ["uops s", "GFLOP/s", "GB/s", "roof", "numpy", *(v for _, v in remote)]
+    jit_cols = [COMPILED[v] for _, v in remote if v in COMPILED]
+    cols = ["uops s", "jit s", "GFLOP/s", "GB/s", "roof", "numpy", *(v for _, v in remote), *jit_cols]
     if args.beam:
         cols += [f"BEAM={args.beam} s", "numpy/beam"]
     header = f"{'workload':34s} " + " ".join(f"{c:>13s}" for c in cols)
     load = f"; load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
     print(f"device {device}; best of {args.runs}; ratios are peer time / uops time (above 1: uops is faster){load}")
+    print("uops s: eager (lazy, scheduled each call); jit s: under uops.jit; GFLOP/s, GB/s and roof: the faster one")
+    if jit_cols:
+        print(f"{', '.join(jit_cols)}: the compiled peers against uops.jit (the other ratios are against eager)")
     print(header)
     print("-" * len(header))
     bad = 0
-    ratios: dict[str, list[float]] = {c: [] for c in ["numpy", *(v for _, v in remote)]}
+    ratios: dict[str, list[float]] = {c: [] for c in ["numpy", *(v for _, v in remote), *jit_cols]}
     notes: list[str] = []
     for w in workloads(args.small):
         if args.only and args.only not in w.name:
@@ -128,14 +150,17 @@ def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: 
         numpy_fn = w.for_framework("numpy")
         want = np.asarray(numpy_fn(*xs), dtype=np.float32)
         run_u, get_u = _uops_fns(w, xs, device)
-        got = get_u()
-        if not agrees(got, want):
-            notes.append(f"{w.name}: uops result disagrees with numpy ({max_error(got, want)})")
-            bad += 1
-        local = [run_u, functools.partial(numpy_fn, *xs)]
-        (t_u, t_n), outcomes = compare(peers, w.name, args.small, xs, want, local, args.runs)
-        row = [f"{t_u:13.5f}", f"{w.flops / t_u / 1e9:13.2f}", f"{w.nbytes / t_u / 1e9:13.2f}"]
-        row.append(f"{100 * roof_share(w, t_u, roof):8.0f}% {_ROOF_TAGS[w.roof]:>3s}" if roof else f"{'n/a':>13s}")
+        run_j, get_j = _uops_fns(w, xs, device, jitted=True)
+        for mode, get in (("uops", get_u), ("uops.jit", get_j)):
+            got = get()
+            if not agrees(got, want):
+                notes.append(f"{w.name}: {mode} result disagrees with numpy ({max_error(got, want)})")
+                bad += 1
+        local = [run_u, run_j, functools.partial(numpy_fn, *xs)]
+        (t_u, t_j, t_n), outcomes = compare(peers, w.name, args.small, xs, want, local, args.runs)
+        t_best = min(t_u, t_j)
+        row = [f"{t_u:13.5f}", f"{t_j:13.5f}", f"{w.flops / t_best / 1e9:13.2f}", f"{w.nbytes / t_best / 1e9:13.2f}"]
+        row.append(f"{100 * roof_share(w, t_best, roof):8.0f}% {_ROOF_TAGS[w.roof]:>3s}" if roof else f"{'n/a':>13s}")
         ratios["numpy"].append(t_n / t_u)
         row.append(_ratio(t_n / t_u))
         for (peer, variant), outcome in outcomes.items():
@@ -145,6 +170,13 @@ def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: 
             else:
                 row.append(f"{outcome.status:>13s}")
                 notes.append(f"{w.name}: {variant} ({peer.python}) {outcome.status}: {outcome.detail}")
+        for (_, variant), outcome in outcomes.items():
+            if variant in COMPILED:
+                if outcome.seconds is not None:
+                    ratios[COMPILED[variant]].append(outcome.seconds / t_j)
+                    row.append(_ratio(outcome.seconds / t_j))
+                else:
+                    row.append(f"{outcome.status:>13s}")
         if args.beam:
             os.environ["UOPS_BEAM"] = str(args.beam)
             realize._programs.clear()
@@ -158,7 +190,7 @@ def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: 
         print(f"{w.name:34s} " + " ".join(f"{x:>13s}" for x in row), flush=True)
     geo = [_ratio(_geomean(r)) if r else f"{'n/a':>13s}" for r in ratios.values()]
     label = f"geomean ({len(ratios['numpy'])} workloads)"
-    print(f"{label:34s} " + " ".join([f"{'':>13s}"] * 4 + geo))
+    print(f"{label:34s} " + " ".join([f"{'':>13s}"] * 5 + geo))
     for note in notes:
         print(note)
     if roof is not None:  # measured again: if it moved much, the machine's load did, and so did the shares

@@ -107,3 +107,42 @@ def test_a_scalar_operand_is_one_constant_under_one_view_and_a_vector_operand_is
     assert t.shape == (2, 3)
     t.uop = t.reshape(3, 2).uop
     assert t.shape == (3, 2)
+
+
+def test_host_data_goes_straight_into_a_loaded_host_device_buffer():
+    from uops.frontend import realize as R
+    from uops.plugins import Device
+
+    Device["CPU"].runtime  # noqa: B018 (loaded: the one-copy path needs it)
+    arr = np.arange(12, dtype=np.float64).reshape(3, 4)
+    t = Tensor(arr, dtype=dtypes.float32, device="CPU")
+    node = t.uop.src[0]
+    assert node not in R.pending and R._buffers[node].is_allocated
+    arr[0, 0] = 99.0  # the caller's array is copied, never aliased
+    np.testing.assert_array_equal(t.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4))
+    b = Tensor(np.array([1.5, -2.25, 3.0], dtype=np.float32), dtype=dtypes.bfloat16, device="CPU")
+    np.testing.assert_array_equal(b.numpy(), [1.5, -2.25, 3.0])
+    np.testing.assert_array_equal(Tensor(np.zeros((0, 3), np.float32), device="CPU").numpy(), np.zeros((0, 3)))
+
+
+def test_host_data_waits_as_a_copy_where_the_runtime_is_not_loaded_or_a_jit_records():
+    from uops import jit
+    from uops.frontend import realize as R
+    from uops.plugins import Device
+
+    handle = Device["PYTHON"]
+    handle.__dict__.pop("runtime", None)  # as in a process that has not run anything on it yet
+    assert handle.loaded_runtime is None
+    t = Tensor(np.arange(4, dtype=np.int32), device="PYTHON")
+    assert t.uop.src[0] in R.pending
+    np.testing.assert_array_equal((t + 1).numpy(), [1, 2, 3, 4])
+    assert handle.loaded_runtime is not None
+
+    @jit
+    def shifted(x: Tensor) -> Tensor:
+        return x + Tensor(np.array([10.0, 20.0], np.float32), device="CPU")  # recorded: replays upload it again
+
+    x = Tensor(np.array([1.0, 2.0], np.float32), device="CPU")
+    for _ in range(4):
+        np.testing.assert_array_equal(shifted(x).numpy(), [11.0, 22.0])
+    assert shifted.replays >= 1

@@ -50,11 +50,15 @@ def device_handle(device: str) -> Any:
 _dtype_ok: set[tuple[str, DType]] = set()
 
 
+def _unsupported(device: str) -> frozenset[DType]:
+    return getattr(device_handle(device).renderer, "unsupported_dtypes", frozenset())
+
+
 def check_dtype(device: str, dtype: DType) -> None:
     """Raise a clear error when ``device`` cannot hold or compute ``dtype``."""
     if (device, dtype) in _dtype_ok:
         return
-    bad: frozenset[DType] = getattr(device_handle(device).renderer, "unsupported_dtypes", frozenset())
+    bad = _unsupported(device)
     if dtype.scalar() in bad:
         ok = sorted(d.name for d in SCALARS if d not in bad)
         raise DTypeNotSupportedError(
@@ -233,15 +237,36 @@ def realize(roots: list[UOp], default_device: str) -> list[UOp]:
     return sched.root_views
 
 
+def _host_buffer(device: str, size: int, dtype: DType) -> Buffer | None:
+    """A new buffer in host memory to fill now, or None where the data must wait as a host copy: the device's
+    runtime is not loaded yet (creating a tensor never loads a driver), its memory is not the host's, the dtype
+    is one the device refuses (that error comes at first use), or a ``jit`` capture records the upload."""
+    from uops.runtime import Buffer, HostAllocator
+
+    if recorder is not None or size == 0:
+        return None
+    runtime = device_handle(device).loaded_runtime
+    if runtime is None or not isinstance(runtime.allocator, HostAllocator):
+        return None
+    if (device, dtype) not in _dtype_ok and dtype.scalar() in _unsupported(device):
+        return None
+    return Buffer(runtime, size, dtype)
+
+
 def upload(arr: np.ndarray, dtype: DType, device: str) -> UOp:
-    """A host array as a tensor-level buffer view of ``dtype`` (copied now, sent to the device on first use)."""
+    """A host array as a tensor-level buffer view of ``dtype``, copied now: straight into the buffer where the
+    device's memory is the host's (one copy), else into a host copy sent to the device on first use."""
     if dtype == dtypes.bfloat16:
         host = f32_to_bf16(np.asarray(arr, dtype=np.float32))
     else:
         host = np.asarray(arr).astype(to_numpy(dtype), copy=False)
     host = np.ascontiguousarray(host).reshape(-1)
     buf = new_buffer(device, host.size, dtype)
-    pending[buf] = np.array(host, copy=True)  # never alias the caller's array
+    mem = _host_buffer(device, host.size, dtype)
+    if mem is not None:
+        _buffers[buf] = mem.copyin(host)
+    else:
+        pending[buf] = np.array(host, copy=True)  # never alias the caller's array
     return buffer_view(buf, tuple(arr.shape))
 
 

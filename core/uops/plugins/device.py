@@ -80,6 +80,12 @@ class DeviceHandle:
         return self._make("runtime", self.backend.runtime)
 
     @property
+    def loaded_runtime(self) -> Runtime | None:
+        """The runtime if something has already made it, else None (asking never loads a driver)."""
+        made: Runtime | None = self.__dict__.get("runtime")  # where cached_property keeps what it made
+        return made
+
+    @property
     def allocator(self) -> Allocator:
         """The runtime's allocator."""
         return self.runtime.allocator
