@@ -15,7 +15,9 @@ Training (``--only train``, or in every full run): the digits CNN of examples/tr
 twice, then linear; Adam; batch 64), steps/s of a jitted step (forward, backward, update; a fresh batch
 uploaded each step) in uops vs the same model in tinygrad (``TinyJit``) and in torch eager; and one conv2d
 3x3 64->64 on 8x64x56x56 forward plus the gradients of input and weight (uops and tinygrad jitted), results
-compared. torch and tinygrad are optional peers, used when this interpreter can import them.
+compared. torch and tinygrad are optional peers, used when this interpreter can import them. On a GPU
+backend (``--device CUDA``, AMD, METAL) torch trains and convolves on that GPU (``cuda``/``mps``); tinygrad and
+the decoding peers run on the CPU only. Without scikit-learn, random images of the digits' shape stand in.
 
     python bench/models.py [--device CPU] [--steps 32] [--runs 3] [--small] [--only decode|train]
 """
@@ -35,7 +37,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import settled_seconds  # noqa: E402  (a sibling script of bench/)
+from peers import peer_device, settled_seconds  # noqa: E402  (a sibling script of bench/)
 
 _EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt.py"
 _DIGITS = _EXAMPLE.parent / "train_digits.py"
@@ -248,25 +250,48 @@ def _tinygrad_trainer() -> Callable[[np.ndarray, np.ndarray], float] | None:
     return run
 
 
-def _torch_trainer() -> Callable[[np.ndarray, np.ndarray], float] | None:
-    """The same CNN, loss and Adam in torch eager (an optional peer, imported only when installed)."""
+def _torch_on(device: str) -> tuple[Any, str] | None:
+    """(torch, its device name) to compare with uops on ``device``: the CPU, or the GPU of a GPU backend; None (with
+    a line saying why) where torch is not installed or lacks that device. An optional peer, imported only here."""
     try:
         import torch
     except ImportError:
         return None
+    where = peer_device(device)
+    ok = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}[where]
+    if not ok:
+        print(f"  (torch {torch.__version__} has no {where} device: no torch peer for {device})")
+        return None
+    return torch, where
+
+
+def _torch_sync(torch: Any, where: str) -> None:
+    if where == "cuda":
+        torch.cuda.synchronize()
+    elif where == "mps":
+        torch.mps.synchronize()
+
+
+def _torch_trainer(device: str = "CPU") -> Callable[[np.ndarray, np.ndarray], float] | None:
+    """The same CNN, loss and Adam in torch eager, on the CPU or on the GPU uops runs on."""
+    found = _torch_on(device)
+    if found is None:
+        return None
+    torch, where = found
     tnn = torch.nn
     model = tnn.Sequential(
         tnn.Conv2d(1, 16, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
         tnn.Conv2d(16, 32, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
         tnn.Flatten(), tnn.Linear(32 * 2 * 2, 10),
-    )  # fmt: skip
+    ).to(where)  # fmt: skip
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
 
     def run(xs: np.ndarray, ys: np.ndarray) -> float:
         loss = None
         for x, y in zip(xs, ys):
             opt.zero_grad()
-            loss = tnn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y).long())
+            tx, ty = torch.from_numpy(x).to(where), torch.from_numpy(y).long().to(where)
+            loss = tnn.functional.cross_entropy(model(tx), ty)
             loss.backward()
             opt.step()
         assert loss is not None
@@ -275,17 +300,19 @@ def _torch_trainer() -> Callable[[np.ndarray, np.ndarray], float] | None:
     return run
 
 
-def _torch_conv() -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]] | None:
-    try:
-        import torch
-    except ImportError:
+def _torch_conv(device: str = "CPU") -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]] | None:
+    found = _torch_on(device)
+    if found is None:
         return None
+    torch, where = found
 
     def run(x: np.ndarray, w: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
-        tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+        tx = torch.from_numpy(x).to(where).requires_grad_()
+        tw = torch.from_numpy(w).to(where).requires_grad_()
         y = torch.nn.functional.conv2d(tx, tw, padding=1)
-        gx, gw = torch.autograd.grad((y * torch.from_numpy(g)).sum(), (tx, tw))
-        return [y.detach().numpy(), gx.numpy(), gw.numpy()]
+        gx, gw = torch.autograd.grad((y * torch.from_numpy(g).to(where)).sum(), (tx, tw))
+        _torch_sync(torch, where)
+        return [y.detach().cpu().numpy(), gx.cpu().numpy(), gw.cpu().numpy()]
 
     return run
 
@@ -331,15 +358,19 @@ def _tinygrad_conv() -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.n
 
 def training(device: str, steps: int, runs: int) -> bool:
     """Print the training section; returns whether the conv results of the frameworks agree."""
-    x, y, _, _ = _digits_module().load(0)
     rng = np.random.default_rng(0)
+    try:
+        x, y, _, _ = _digits_module().load(0)
+    except ImportError as e:  # a GPU machine without scikit-learn: the step's speed does not depend on the pixels
+        print(f"  ({e}: random 8x8 images and labels stand in for the digits)")
+        x, y = rng.random((1437, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 1437).astype(np.int32)
     batches = [rng.permutation(len(y))[:64] for _ in range(steps)]
     xs, ys = np.stack([x[i] for i in batches]), np.stack([y[i] for i in batches])
     trainers: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {"uops": _uops_trainer(device)}
     tg = _tinygrad_trainer() if device == "CPU" else None
     if tg is not None:
         trainers["tinygrad"] = tg
-    th = _torch_trainer() if device == "CPU" else None
+    th = _torch_trainer(device) if device == "CPU" or peer_device(device) != "cpu" else None
     if th is not None:
         trainers["torch"] = th
     print(f"training the digits CNN on {device} (batch 64, Adam): steps/s, best of {runs} rounds of {steps} steps")
@@ -357,7 +388,7 @@ def training(device: str, steps: int, runs: int) -> bool:
     tc = _tinygrad_conv() if device == "CPU" else None
     if tc is not None:
         convs["tinygrad"] = tc
-    tt = _torch_conv() if device == "CPU" else None
+    tt = _torch_conv(device) if device == "CPU" or peer_device(device) != "cpu" else None
     if tt is not None:
         convs["torch"] = tt
     print(f"conv2d 3x3 64->64, 8x64x56x56, forward + input and weight gradients on {device}: ms, best of {runs}")

@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import Peer, compare, peer_pythons, start_peers, time_in_turns  # noqa: E402
+from peers import Peer, compare, peer_device, peer_pythons, start_peers, time_in_turns  # noqa: E402
 from roofline import Roofline, measure  # noqa: E402
 from workloads import Workload, agrees, inputs, max_error, workloads  # noqa: E402
 
@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     if device == "CPU" and not args.no_roofline:
         roof = measure(32 * 2**20, runs=2) if args.small else measure()
         print(roof.describe())
-    peers = start_peers(peer_pythons(args.jax_python, args.torch_python, args.tinygrad_python))
+    where = peer_device(device)
+    peers = start_peers(peer_pythons(args.jax_python, args.torch_python, args.tinygrad_python), device=where)
     try:
         return _table(args, device, roof, peers, realize)
     finally:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: list[Peer], realize: Any) -> int:
     remote = [(p, v) for p in peers for v in p.variants]
     for p in peers:
-        print(f"peer {p.framework} {p.version}: {p.python}")
+        print(f"peer {p.framework} {p.version}: {p.python} (on {p.device})")
     jit_cols = [COMPILED[v] for _, v in remote if v in COMPILED]
     cols = ["uops s", "jit s", "GFLOP/s", "GB/s", "roof", "numpy", *(v for _, v in remote), *jit_cols]
     if args.beam:

@@ -1,7 +1,11 @@
 """The peer side of ``bench/peers.py``: runs in a peer's own interpreter (one with jax, torch, tinygrad or only
 numpy installed, and no uops), computes the workloads it is asked for and times single runs on request.
 
-    PEER_PYTHON bench/peer_worker.py FRAMEWORK [--workloads PATH]
+    PEER_PYTHON bench/peer_worker.py FRAMEWORK [--workloads PATH] [--device cpu|cuda|mps]
+
+``--device`` places torch's tensors (``cuda`` against a uops GPU backend; ROCm builds of torch call theirs
+``cuda`` too) and jax's (its first device of that platform: ``cuda`` needs a jax built for it); numpy and
+tinygrad run where they run.
 
 It speaks JSON lines: one request on stdin, one answer on the original stdout (whatever a library prints
 goes to stderr instead). Requests:
@@ -57,34 +61,43 @@ def _load_workloads(path: str | None) -> ModuleType:
 Built = tuple[Callable[[], Any], Callable[[], np.ndarray]]
 
 
-def _numpy_variants(fn: Callable[..., Any], xs: list[np.ndarray]) -> dict[str, Callable[[], Built]]:
+def _numpy_variants(fn: Callable[..., Any], xs: list[np.ndarray], device: str) -> dict[str, Callable[[], Built]]:
     return {"numpy": lambda: (lambda: fn(*xs), lambda: np.asarray(fn(*xs)))}
 
 
-def _jax_variants(fn: Callable[..., Any], xs: list[np.ndarray]) -> dict[str, Callable[[], Built]]:
+def _jax_variants(fn: Callable[..., Any], xs: list[np.ndarray], device: str) -> dict[str, Callable[[], Built]]:
     import jax
 
     def build() -> Built:
-        ds = [jax.device_put(x) for x in xs]
+        where = jax.devices("gpu" if device == "cuda" else device)[0]  # raises, naming the platform, without it
+        ds = [jax.device_put(x, where) for x in xs]
         f = jax.jit(fn)
         return (lambda: f(*ds).block_until_ready()), (lambda: np.asarray(f(*ds)))
 
     return {"jax.jit": build}
 
 
-def _torch_variants(fn: Callable[..., Any], xs: list[np.ndarray]) -> dict[str, Callable[[], Built]]:
+def _torch_variants(fn: Callable[..., Any], xs: list[np.ndarray], device: str) -> dict[str, Callable[[], Built]]:
     import torch
 
     torch.set_grad_enabled(False)
-    ts = [torch.from_numpy(x.copy()) for x in xs]
+    sync = {"cuda": torch.cuda.synchronize, "mps": getattr(torch, "mps", torch.cuda).synchronize}.get(device)
 
     def build(f: Callable[..., Any]) -> Built:
-        return (lambda: f(*ts)), (lambda: f(*ts).numpy())
+        ts = [torch.from_numpy(x.copy()).to(device) for x in xs]  # a torch without the device says so here
+
+        def run() -> Any:
+            out = f(*ts)
+            if sync is not None:
+                sync()  # a GPU call returns before its kernels finish
+            return out
+
+        return run, (lambda: f(*ts).cpu().numpy())
 
     return {"torch.compile": lambda: build(torch.compile(fn)), "torch eager": lambda: build(fn)}
 
 
-def _tinygrad_variants(fn: Callable[..., Any], xs: list[np.ndarray]) -> dict[str, Callable[[], Built]]:
+def _tinygrad_variants(fn: Callable[..., Any], xs: list[np.ndarray], device: str) -> dict[str, Callable[[], Built]]:
     from tinygrad import Device, Tensor
 
     def build() -> Built:
@@ -114,7 +127,7 @@ def _version(framework: str) -> str:
         return str(getattr(mod, "__version__", "?"))
 
 
-def serve(framework: str, workloads: ModuleType, stdin: TextIO, stdout: TextIO) -> None:
+def serve(framework: str, workloads: ModuleType, stdin: TextIO, stdout: TextIO, device: str = "cpu") -> None:
     """Answer requests until ``quit`` or the end of stdin."""
 
     def say(msg: dict[str, Any]) -> None:
@@ -135,7 +148,7 @@ def serve(framework: str, workloads: ModuleType, stdin: TextIO, stdout: TextIO) 
             xs = [np.load(p) for p in req["inputs"]]
             results: dict[str, str] = {}
             errors: dict[str, str] = {}
-            for variant, build in _BUILDERS[framework](w.for_framework(framework), xs).items():
+            for variant, build in _BUILDERS[framework](w.for_framework(framework), xs, device).items():
                 try:
                     run, result = build()
                     run()  # compile and warm up
@@ -160,10 +173,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description="a peer framework's side of bench/peers.py (JSON lines on stdin/stdout)")
     p.add_argument("framework", choices=sorted(VARIANTS))
     p.add_argument("--workloads", default=None, help="the workloads module (default: workloads.py beside this file)")
+    p.add_argument("--device", default="cpu", help="where torch and jax compute: cpu, cuda or mps")
     args = p.parse_args()
     proto = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # library chatter must not corrupt the protocol
-    serve(args.framework, _load_workloads(args.workloads), sys.stdin, proto)
+    serve(args.framework, _load_workloads(args.workloads), sys.stdin, proto, args.device)
     return 0
 
 

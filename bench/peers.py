@@ -49,6 +49,7 @@ class Peer:
     framework: str
     python: str
     workloads_file: str | None = None
+    device: str = "cpu"  # where the peer computes (peer_worker.py --device)
     variants: list[str] = field(default_factory=list)
     version: str = ""
     _proc: subprocess.Popen[str] | None = None
@@ -58,6 +59,7 @@ class Peer:
         cmd = [self.python, str(_WORKER), self.framework]
         if self.workloads_file:
             cmd += ["--workloads", self.workloads_file]
+        cmd += ["--device", self.device]
         self._stderr = tempfile.TemporaryFile("w+")
         try:
             self._proc = subprocess.Popen(
@@ -114,12 +116,22 @@ class Peer:
         self.close()
 
 
-def start_peers(pythons: dict[str, str], workloads_file: str | None = None) -> list[Peer]:
-    """A started peer per framework -> interpreter entry; closes the started ones if one fails."""
+#: uops device -> where the peers compute to be compared with it (torch calls a ROCm GPU ``cuda`` as well)
+PEER_DEVICES = {"CUDA": "cuda", "AMD": "cuda", "METAL": "mps"}
+
+
+def peer_device(uops_device: str) -> str:
+    """Where the peers compute when uops runs on ``uops_device``: its GPU for a GPU backend, else the CPU."""
+    return PEER_DEVICES.get(uops_device, "cpu")
+
+
+def start_peers(pythons: dict[str, str], workloads_file: str | None = None, device: str = "cpu") -> list[Peer]:
+    """A started peer per framework -> interpreter entry, computing on ``device``; closes the started ones if one
+    fails."""
     peers: list[Peer] = []
     try:
         for framework, python in pythons.items():
-            p = Peer(framework, python, workloads_file)
+            p = Peer(framework, python, workloads_file, device)
             peers.append(p)
             p.start()
     except BaseException:

@@ -6,7 +6,8 @@
 # Installs the core and plugins/amd from this working tree (gpu/common.sh), then runs
 #   1. plugins/amd/tests/test_amd.py    (code objects, AMD_EMU, the HIP runtime)
 #   2. the cross-device suite on AMD    (UOPS_TEST_DEVICES=AMD pytest tests/frontend/test_tensor.py)
-#   3. bench/ops.py --device AMD        (when present)
+#   3. bench/models.py --only train     (digits CNN steps/s and conv2d fwd+bwd, torch on the GPU where ROCm's is)
+#   4. bench/ops.py --device AMD        (torch.compile/eager on the GPU beside, where ROCm's torch is)
 # and writes a summary to $OUT/gpu-summary.txt (or ./gpu-summary.txt). Logs go beside it.
 # What only this script can prove: the kernarg packing and launch on real hardware, the GPU's own
 # numerics (pow/sin/exp2 lowerings, half/bf16 instructions), wave-size-dependent behaviour.
@@ -42,6 +43,7 @@ sed 's/^/probe: /' "$DEST/probe.log" | tee -a "$SUMMARY"
 # ---- tests, bench ----
 run_tests test_amd 120 UOPS_STRICT_PLUGINS=1 -- plugins/amd/tests/test_amd.py
 run_tests tensor_suite_AMD 150 UOPS_TEST_DEVICES=AMD -- tests/frontend/test_tensor.py
-run_step bench 90 -- "$VPY" bench/ops.py --device AMD
+run_step train 60 -- "$VPY" bench/models.py --device AMD --only train --runs 3
+run_step bench 90 -- "$VPY" bench/ops.py --device AMD --runs 3 $(torch_peer)
 
 check_end

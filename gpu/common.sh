@@ -11,6 +11,7 @@
 #   check_versions DIST...            one line of installed versions
 #   run_tests NAME SECONDS [ENV=V...] -- PYTEST_ARGS...
 #   run_step NAME SECONDS [ENV=V...] -- COMMAND...   (output to NAME.log, its tail into the summary)
+#   torch_peer                        prints bench/ops.py's --torch-python argument where $VPY has torch
 #   check_end                         elapsed time; the venv removed
 # shellcheck shell=bash
 
@@ -119,6 +120,10 @@ run_step() {  # run_step NAME SECONDS [ENV=V...] -- COMMAND...: NAME.log, its la
   local rc=$?
   say "$name: rc=$rc ($(elapsed) s)"
   tail -40 "$DEST/$name.log" | sed "s/^/$name: /" | tee -a "$SUMMARY"
+}
+
+torch_peer() {  # the venv sees the system's packages: torch there is the peer (on the GPU: bench/peers.py)
+  "$VPY" -c "import torch" >/dev/null 2>&1 && echo "--torch-python $VPY"
 }
 
 check_end() {

@@ -170,4 +170,30 @@ def test_ops_prints_the_peer_table_with_a_numpy_column(capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     row = next(ln for ln in out.splitlines() if ln.startswith("sum axis 1"))
     assert float(row.split()[-1]) > 0  # numpy time / uops time
+    header = next(ln for ln in out.splitlines() if ln.startswith("workload"))
+    assert header.split()[1:4] == ["uops", "s", "jit"]
+    eager, jitted = (float(v) for v in row.split()[4:6])  # after "sum axis 1 [64^2]"
+    assert eager > 0 and jitted > 0
     assert "geomean (1 workloads)" in out
+
+
+def test_peers_compute_on_the_gpu_a_gpu_backend_is_compared_on(tmp_path: Path) -> None:
+    """Against CUDA, AMD or Metal the peers get the matching torch device; a peer that ignores it (numpy) still
+    answers, and the device reaches the worker."""
+    peers = _bench("peers")
+    assert [peers.peer_device(d) for d in ("CUDA", "AMD", "METAL", "CPU", "CUDA_EMU")] == [
+        "cuda",
+        "cuda",
+        "mps",
+        "cpu",
+        "cpu",
+    ]
+    (p,) = peers.start_peers({"numpy": sys.executable}, device="cuda")
+    try:
+        assert p.device == "cuda" and p.variants == ["numpy"]
+        w = _bench("workloads").workloads(small=True)[0]
+        xs = _bench("workloads").inputs(w)
+        want = np.asarray(w.for_framework("numpy")(*xs), dtype=np.float32)
+        assert peers.set_up([p], w.name, True, xs, want, tmp_path)[p, "numpy"].status == "ok"
+    finally:
+        p.close()
