@@ -304,13 +304,15 @@ def test_the_flattened_conv_form_matches_numpy(monkeypatch, cin, cout, groups, h
     assert any(k.ast is not None and len(k.bufs) == 3 and k.bufs[0].arg[1] == flat for k in y.schedule())
     g = RNG.standard_normal(y.shape)
     want_x, want_w = np_conv_grads(x, w, g, (1, 1), pads, dil, groups)
-    gx, gw = (y * Tensor(g, device=DEV)).sum().gradient(tx, tw)
-    # the weight's gradient sums over the flattened positions: it reads the output's gradient laid out as them (on
-    # a 'same' conv's grid, the copy the input's gradient reads, with its tail rows)
-    assert any(k.bufs[0].arg[1] == w.size and any(b.arg[1] >= flat for b in k.bufs[1:]) for k in gw.schedule())
-    same = all(b + a == d * (k - 1) for (b, a), d, k in zip(pads, dil, ks))
-    copies = sum(k.kind == "kernel" and len(k.bufs) == 2 and k.bufs[0].arg[1] >= flat for k in gx.schedule(gw))
-    assert copies == (1 if same else 2)  # one padded copy of the output's gradient serves both gradients
+    tg = Tensor(g, device=DEV)
+    gx, gw = (y * tg).sum().gradient(tx, tw)
+    # the weight's gradient sums over the flattened positions: it reads the output's gradient copied as (positions,
+    # channels), one value per padded position and no tail rows; the input's gradient reads its own padded copy
+    assert any(k.bufs[0].arg[1] == w.size and any(b.arg[1] == flat for b in k.bufs[1:]) for k in gw.schedule())
+    sched = gx.schedule(gw)
+    copies = [k for k in sched if k.kind == "kernel" and len(k.bufs) == 2 and k.bufs[0].arg[1] >= flat]
+    assert len(copies) == 2
+    assert all(k.bufs[1] is tg.uop.src[0] for k in copies)  # the gradient (g times 1) is read, not written first
     per = cout // groups
     want_y = np.concatenate(
         [
@@ -320,5 +322,28 @@ def test_the_flattened_conv_form_matches_numpy(monkeypatch, cin, cout, groups, h
         1,
     )
     np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(gw.numpy(), want_w, rtol=1e-9, atol=1e-9)
+
+
+def test_a_costly_output_gradient_is_computed_once_for_both_gradients(monkeypatch) -> None:
+    """Through a relu the output's gradient reads the convolution's own output: written once, then both padded
+    copies read that buffer; the gradients still match numpy's."""
+    from uops.frontend.tensor import conv
+
+    monkeypatch.setattr(conv, "FLAT_MAX_WASTE", 1e9)
+    x, w = RNG.standard_normal((2, 3, 6, 5)), RNG.standard_normal((4, 3, 3, 3))
+    g = RNG.standard_normal((2, 4, 6, 5))
+    tx, tw = Tensor(x, device=DEV, requires_grad=True), Tensor(w, device=DEV, requires_grad=True)
+    y = tx.conv2d(tw, padding=1)
+    gx, gw = (y.relu() * Tensor(g, device=DEV)).sum().gradient(tx, tw)
+    sched = gx.schedule(gw)
+    gy_size = g.size
+    written = [k for k in sched if k.kind == "kernel" and k.bufs[0].arg[1] == gy_size]
+    assert len(written) >= 1
+    readers = [k for k in sched if k.kind == "kernel" and any(b is written[-1].bufs[0] for b in k.bufs[1:])]
+    assert len(readers) == 2
+    yv = np_conv(x, w, [(1, 1), (1, 1)], (1, 1))
+    want_x, want_w = np_conv_grads(x, w, g * (yv > 0), (1, 1), [(1, 1), (1, 1)], (1, 1), 1)
     np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(gw.numpy(), want_w, rtol=1e-9, atol=1e-9)
