@@ -123,7 +123,7 @@ def move(u: UOp, method: str, arg: object) -> UOp:
         base, st, srcs = u.src[0], u.arg, (u.src[0], u)
     else:
         base, st, srcs = u, ShapeTracker.from_shape(shape_of(u)), (u,)
-    new = st if method == "detach" else getattr(st, method)(arg)
+    new = st if method == "detach" else _moved_tracker(st, method, arg)
     if (
         base.op is not Ops.BUFFER
         and new.contiguous
@@ -133,6 +133,13 @@ def move(u: UOp, method: str, arg: object) -> UOp:
     ):
         return base
     return UOp(Ops.VIEW, u.dtype, srcs, MoveTracker(new.views, (method, arg)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _moved_tracker(st: ShapeTracker, method: str, arg: object) -> ShapeTracker:
+    """``st`` after one movement: trackers are values, and a program makes the same few again and again."""
+    new: ShapeTracker = getattr(st, method)(arg)
+    return new
 
 
 def _detached(u: UOp) -> bool:
