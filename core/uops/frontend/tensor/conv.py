@@ -329,7 +329,8 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     """The input's gradient is a transposed convolution (the output's gradient spread by the stride, padded by the
     kernel's reach, correlated with the flipped, transposed weight: one window reduction, no scatter); the
     weight's is the correlation of the padded input with that gradient, summed over the batch and positions; the
-    bias's sums that gradient (a buffer first where more than one kernel reads it)."""
+    bias's sums that gradient. Every one of them reads the output's gradient: it is written to a buffer first
+    unless it is cheap to compute again (``_cheap``)."""
     from . import Tensor
 
     stride, pads, dil, groups, device = ret.arg.move[1][1]
