@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import peer_device, settled_seconds  # noqa: E402  (a sibling script of bench/)
+from peer_worker import torch_synchronize  # noqa: E402
+from peers import peer_device, settled_seconds  # noqa: E402  (sibling scripts of bench/)
 
 _EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt.py"
 _DIGITS = _EXAMPLE.parent / "train_digits.py"
@@ -251,13 +252,16 @@ def _tinygrad_trainer() -> Callable[[np.ndarray, np.ndarray], float] | None:
 
 
 def _torch_on(device: str) -> tuple[Any, str] | None:
-    """(torch, its device name) to compare with uops on ``device``: the CPU, or the GPU of a GPU backend; None (with
-    a line saying why) where torch is not installed or lacks that device. An optional peer, imported only here."""
+    """(torch, its device name) to compare with uops on ``device``: the CPU, or the GPU of a GPU backend; None where
+    uops runs elsewhere (an emulator: nothing to compare), torch is not installed or lacks that device (a line says
+    so). An optional peer, imported only here."""
+    where = peer_device(device)
+    if device != "CPU" and where == "cpu":
+        return None
     try:
         import torch
     except ImportError:
         return None
-    where = peer_device(device)
     ok = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}[where]
     if not ok:
         print(f"  (torch {torch.__version__} has no {where} device: no torch peer for {device})")
@@ -265,14 +269,7 @@ def _torch_on(device: str) -> tuple[Any, str] | None:
     return torch, where
 
 
-def _torch_sync(torch: Any, where: str) -> None:
-    if where == "cuda":
-        torch.cuda.synchronize()
-    elif where == "mps":
-        torch.mps.synchronize()
-
-
-def _torch_trainer(device: str = "CPU") -> Callable[[np.ndarray, np.ndarray], float] | None:
+def _torch_trainer(device: str) -> Callable[[np.ndarray, np.ndarray], float] | None:
     """The same CNN, loss and Adam in torch eager, on the CPU or on the GPU uops runs on."""
     found = _torch_on(device)
     if found is None:
@@ -300,7 +297,7 @@ def _torch_trainer(device: str = "CPU") -> Callable[[np.ndarray, np.ndarray], fl
     return run
 
 
-def _torch_conv(device: str = "CPU") -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]] | None:
+def _torch_conv(device: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]] | None:
     found = _torch_on(device)
     if found is None:
         return None
@@ -311,7 +308,7 @@ def _torch_conv(device: str = "CPU") -> Callable[[np.ndarray, np.ndarray, np.nda
         tw = torch.from_numpy(w).to(where).requires_grad_()
         y = torch.nn.functional.conv2d(tx, tw, padding=1)
         gx, gw = torch.autograd.grad((y * torch.from_numpy(g).to(where)).sum(), (tx, tw))
-        _torch_sync(torch, where)
+        torch_synchronize(torch, where)
         return [y.detach().cpu().numpy(), gx.cpu().numpy(), gw.cpu().numpy()]
 
     return run
@@ -370,7 +367,7 @@ def training(device: str, steps: int, runs: int) -> bool:
     tg = _tinygrad_trainer() if device == "CPU" else None
     if tg is not None:
         trainers["tinygrad"] = tg
-    th = _torch_trainer(device) if device == "CPU" or peer_device(device) != "cpu" else None
+    th = _torch_trainer(device)
     if th is not None:
         trainers["torch"] = th
     print(f"training the digits CNN on {device} (batch 64, Adam): steps/s, best of {runs} rounds of {steps} steps")
@@ -388,7 +385,7 @@ def training(device: str, steps: int, runs: int) -> bool:
     tc = _tinygrad_conv() if device == "CPU" else None
     if tc is not None:
         convs["tinygrad"] = tc
-    tt = _torch_conv(device) if device == "CPU" or peer_device(device) != "cpu" else None
+    tt = _torch_conv(device)
     if tt is not None:
         convs["torch"] = tt
     print(f"conv2d 3x3 64->64, 8x64x56x56, forward + input and weight gradients on {device}: ms, best of {runs}")

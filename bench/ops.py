@@ -165,19 +165,17 @@ def _table(args: argparse.Namespace, device: str, roof: Roofline | None, peers: 
         ratios["numpy"].append(t_n / t_u)
         row.append(_ratio(t_n / t_u))
         for (peer, variant), outcome in outcomes.items():
-            if outcome.seconds is not None:
-                ratios[variant].append(outcome.seconds / t_u)
-                row.append(_ratio(outcome.seconds / t_u))
-            else:
-                row.append(f"{outcome.status:>13s}")
+            if outcome.seconds is None:
                 notes.append(f"{w.name}: {variant} ({peer.python}) {outcome.status}: {outcome.detail}")
-        for (_, variant), outcome in outcomes.items():
-            if variant in COMPILED:
-                if outcome.seconds is not None:
-                    ratios[COMPILED[variant]].append(outcome.seconds / t_j)
-                    row.append(_ratio(outcome.seconds / t_j))
-                else:
-                    row.append(f"{outcome.status:>13s}")
+        # each peer against eager uops, then the compiled peers against uops.jit
+        cells = [(v, o, t_u) for (_, v), o in outcomes.items()]
+        cells += [(COMPILED[v], o, t_j) for (_, v), o in outcomes.items() if v in COMPILED]
+        for column, outcome, base in cells:
+            if outcome.seconds is None:
+                row.append(f"{outcome.status:>13s}")
+            else:
+                ratios[column].append(outcome.seconds / base)
+                row.append(_ratio(outcome.seconds / base))
         if args.beam:
             os.environ["UOPS_BEAM"] = str(args.beam)
             realize._programs.clear()

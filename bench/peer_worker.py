@@ -81,20 +81,27 @@ def _torch_variants(fn: Callable[..., Any], xs: list[np.ndarray], device: str) -
     import torch
 
     torch.set_grad_enabled(False)
-    sync = {"cuda": torch.cuda.synchronize, "mps": getattr(torch, "mps", torch.cuda).synchronize}.get(device)
 
     def build(f: Callable[..., Any]) -> Built:
         ts = [torch.from_numpy(x.copy()).to(device) for x in xs]  # a torch without the device says so here
 
         def run() -> Any:
             out = f(*ts)
-            if sync is not None:
-                sync()  # a GPU call returns before its kernels finish
+            torch_synchronize(torch, device)
             return out
 
         return run, (lambda: f(*ts).cpu().numpy())
 
     return {"torch.compile": lambda: build(torch.compile(fn)), "torch eager": lambda: build(fn)}
+
+
+def torch_synchronize(torch: Any, device: str) -> None:
+    """Wait for what torch queued on a GPU (a call returns before its kernels finish); nothing to wait for on the
+    CPU. ``bench/models.py`` times its torch peers with it too."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    elif device == "mps":
+        torch.mps.synchronize()
 
 
 def _tinygrad_variants(fn: Callable[..., Any], xs: list[np.ndarray], device: str) -> dict[str, Callable[[], Built]]:

@@ -233,37 +233,24 @@ def _flat(stride: tuple[int, ...], padded: tuple[int, ...], outs: tuple[int, ...
     )
 
 
-def _flat_rows(
-    x: Tensor, kernel: tuple[int, ...], pads: tuple[tuple[int, int], ...], dilation: tuple[int, ...]
-) -> Tensor:
-    """The input of the flattened form copied padded as (C, N * Hp + tail rows, Wp): position ``p`` of the
-    flattened padded images is element ``p`` of a channel's rows, and the tail (zeros, in whole rows) covers the
-    last window's reach."""
-    bs, cin = x.shape[:2]
-    (kh, kw), (dh, dw) = kernel, dilation
-    hp, wp = _padded(x.shape[2:], pads)
-    tail = -(-(dh * (kh - 1) * wp + dw * (kw - 1)) // wp) * wp
-    # copied as (C, image rows, Wp): a kernel with a row axis, whose index math runs once per row, not per element
-    xt = x.permute((1, 0, 2, 3)).pad([None, None, *pads]).reshape((cin, bs * hp, wp))
-    return xt.pad([None, (0, tail // wp), None]).contiguous()
-
-
 def _flat_windows(
     x: Tensor, wshape: tuple[int, ...], pads: tuple[tuple[int, int], ...], dilation: tuple[int, ...], groups: int
 ) -> Tensor:
-    """The windows of the flattened form over ``_flat_rows``, viewed as (groups, out channels per group, in channels
-    per group, kH, kW, positions), where position ``p`` reads ``row[c, p + kh * Wp + kw]`` (an affine index, no
-    copy)."""
+    """The windows of the flattened form: the input copied padded as (C, N * Hp * Wp) rows (plus the last window's
+    reach), viewed as (groups, out channels per group, in channels per group, kH, kW, positions), where position
+    ``p`` of the flattened padded images reads ``row[c, p + kh * Wp + kw]`` (an affine index, no copy)."""
     from uops.frontend.view import ShapeTracker, View
 
-    bs = x.shape[0]
+    bs, cin = x.shape[:2]
     cout, wcin, kh, kw = wshape
     (dh, dw), rc = dilation, cout // groups
     hp, wp = _padded(x.shape[2:], pads)
-    xt = _flat_rows(x, (kh, kw), pads, dilation)
-    length = xt.shape[1] * wp
-    shape = (groups, rc, wcin, kh, kw, bs * hp * wp)
-    strides = (wcin * length, 0, length, dh * wp, dw, 1)
+    rows, tail = bs * hp * wp, -(-(dh * (kh - 1) * wp + dw * (kw - 1)) // wp) * wp  # the tail in whole rows
+    # copied as (C, image rows, Wp): a kernel with a row axis, whose index math runs once per row, not per element
+    xt = x.permute((1, 0, 2, 3)).pad([None, None, *pads]).reshape((cin, bs * hp, wp))
+    xt = xt.pad([None, (0, tail // wp), None]).contiguous()
+    shape = (groups, rc, wcin, kh, kw, rows)
+    strides = (wcin * (rows + tail), 0, rows + tail, dh * wp, dw, 1)
     return xt._view(lambda st: ShapeTracker((View.create(shape, strides),)))
 
 
@@ -295,7 +282,7 @@ def _weight_grad_flat(
     dilation: tuple[int, ...],
     groups: int,
 ) -> Tensor:
-    """The weight's gradient of a convolution in the flattened form: the windows of ``_flat_rows`` times the
+    """The weight's gradient of a convolution in the flattened form: the windows of ``_flat_windows`` times the
     output's gradient laid out as (positions of the flattened padded images, channels), zeros where the forward
     dropped a position, summed over the positions.
 
@@ -342,12 +329,6 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
     gy = Tensor._untracked(g, device)
     outs = gy.shape[2:]
     padded = _padded(x.shape[2:], pads)
-    reach = tuple(dd * (k - 1) for dd, k in zip(dil, ks))
-    # the input's gradient correlates the output's gradient spread by the stride and padded by ``around``: only the
-    # input's cells, the first window ending at the first input cell; cells after the last one a window read get
-    # zeros from the padding
-    spread_sizes = tuple((o - 1) * v + 1 for o, v in zip(outs, stride))
-    around = tuple((r - b, i + b - q) for r, (b, _), i, q in zip(reach, pads, x.shape[2:], spread_sizes))
     if not _cheap(g):
         gy = gy.contiguous()  # read by the weight's and the input's gradients (and the bias's): computed once
     if _flat(stride, padded, outs):
@@ -362,9 +343,13 @@ def _conv_grad(ret: UOp, g: UOp) -> tuple[UOp | None, ...]:
         spread = spread.reshape((bs, cout) + tuple(v for o in outs for v in (o, 1)))
         spread = spread.pad([None, None] + [p for v in stride for p in (None, (0, v - 1))])
         spread = spread.reshape((bs, cout) + tuple(o * v for o, v in zip(outs, stride)))
-        spread = spread.shrink([None, None] + [(0, q) for q in spread_sizes])
+        spread = spread.shrink([None, None] + [(0, (o - 1) * v + 1) for o, v in zip(outs, stride)])
+    reach = tuple(dd * (k - 1) for dd, k in zip(dil, ks))
     wt = w.reshape((groups, rc, wcin) + ks).permute((0, 2, 1) + tuple(range(3, 3 + n)))
     wt = wt.reshape((cin, rc) + ks).flip(tuple(range(2, 2 + n)))
+    # only the input's cells: the spread padded so the first window ends at the first input cell; cells after the
+    # last one a window read get zeros from the padding
+    around = tuple((r - b, i + b - q) for r, (b, _), i, q in zip(reach, pads, x.shape[2:], spread.shape[2:]))
     if all(b >= 0 and a >= 0 for b, a in around):
         gx = _correlate(spread, wt, (1,) * n, around, dil, groups)
     else:  # padding beyond the kernel's reach: the padded input's gradient, then the input's part of it
