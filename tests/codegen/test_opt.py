@@ -117,27 +117,41 @@ def test_a_product_read_along_a_long_reduction_is_vectorized_along_it(monkeypatc
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
-def test_row_sums_stream_several_rows_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sum over the contiguous axis on CPU: eight rows upcast (one vector accumulator each) beside the unrolled
-    reduction; a max or an exp in the step (computed lane by lane) keeps one row at a time, as do short rows."""
+def test_row_sums_stream_several_rows_where_the_row_alone_cannot_keep_the_loads_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sum over the contiguous axis on CPU: a row its full unroll divides streams alone (more rows would only be
+    more memory streams); rows that share an operand (a matrix-vector product's vector) or whose unroll is short
+    stream eight at once, one vector accumulator each. A max or an exp in the step (computed lane by lane) keeps
+    one row at a time."""
     monkeypatch.setenv("UOPS_THREADS", "1")
     cpu = _avx2()
-    assert hand_coded_opts(row_sum(2048, 2048)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8)]
-    assert hand_coded_opts(row_sq_dev(1000, 512)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8)]
-    assert hand_coded_opts(row_sum(13, 2048)[0], cpu)[0] == Opt(U, 0, 2)  # 8 or 4 would recompute over 1/8
+    assert hand_coded_opts(row_sum(2048, 2048)[0], cpu) == [Opt(R, 0, 16)]
+    assert hand_coded_opts(row_sq_dev(1000, 512)[0], cpu) == [Opt(R, 0, 16)]
     assert hand_coded_opts(row_sum(2048, 64)[0], cpu) == [Opt(R, 0, 16)]
-    out, x = bufs(2)
-    i, r = UOp.range(64, 0, AxisType.GLOBAL), UOp.range(2048, 1, AxisType.REDUCE)
+    assert hand_coded_opts(row_sum(1024, 2050)[0], cpu)[0] == Opt(U, 0, 8)  # no unroll divides 2050
+    assert hand_coded_opts(row_sum(13, 2050)[0], cpu)[0] == Opt(U, 0, 2)  # 8 or 4 would recompute over 1/8
+    out, x, v = bufs(3)
+    i, r = UOp.range(1024, 0, AxisType.GLOBAL), UOp.range(2048, 1, AxisType.REDUCE)
+    matvec = UOp.sink(out.index(i).store((x.index(i * 2048 + r).load() * v.index(r).load()).reduce(r, op=Ops.ADD)))
+    assert hand_coded_opts(matvec, cpu) == [Opt(U, 0, 8), Opt(R, 0, 8)]
     row = x.index(i * 2048 + r).load()
     for red in (row.reduce(r, op=Ops.MAX), row.exp2().reduce(r, op=Ops.ADD)):
         opts = hand_coded_opts(UOp.sink(out.index(i).store(red)), cpu)
         assert not any(o.op is U for o in opts), opts
-    assert not any(o.op is U for o in hand_coded_opts(row_sum(2048, 2048)[0], Device["CUDA"].renderer))
+    assert not any(o.op is U for o in hand_coded_opts(row_sum(2048, 2050)[0], Device["CUDA"].renderer))
     monkeypatch.setenv("UOPS_THREADS", "2")
-    assert hand_coded_opts(row_sum(256, 2048)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8)]  # one core: fits in L2
-    assert hand_coded_opts(row_sum(2048, 2048)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8), Opt(T, 0, 2)]
-    assert hand_coded_opts(row_sum(4096, 4096)[0], cpu) == [Opt(U, 0, 8), Opt(R, 0, 8), Opt(T, 0, 2)]
+    assert hand_coded_opts(row_sum(256, 2048)[0], cpu) == [Opt(R, 0, 16)]  # one core: fits in L2
+    assert hand_coded_opts(row_sum(2048, 2048)[0], cpu) == [Opt(R, 0, 16), Opt(T, 0, 2)]
+    assert hand_coded_opts(row_sum(256, 2050)[0], cpu)[-1] != Opt(T, 0, 2)  # rows streamed, one core
     assert hand_coded_opts(row_sq_dev(2048, 2048)[0], cpu)[-1] == Opt(T, 0, 2)  # more than loads: threaded
+    for ast, ref, shapes in (
+        row_sum(64, 2048),
+        row_sum(13, 2050),
+        (matvec, lambda a, b: a @ b, [(1024, 2048), (2048,)]),
+    ):
+        got, want = run_ast("CPU", ast, ref, shapes, None)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
 def test_heuristics_produce_register_tiles_and_threads() -> None:
