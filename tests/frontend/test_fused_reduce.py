@@ -16,7 +16,7 @@ import pytest
 
 from uops import Ops, Tensor, dtypes
 from uops.codegen.heuristics import hand_coded_opts
-from uops.codegen.opt import OptOps
+from uops.codegen.opt import OptOps, reduce_axes
 from uops.codegen.program import get_program
 from uops.frontend.schedule import ROW_FUSE_MAX, SPLIT_THRESHOLD
 from uops.nn.attention import rms_norm
@@ -200,3 +200,26 @@ def test_each_pass_of_a_fused_gradient_gets_its_own_unrolled_accumulators():
     opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
     assert n_reduce_axes >= 3
     assert sum(1 for o in opts if o.op is OptOps.UNROLL) == n_reduce_axes
+
+
+@needs_cpu
+@pytest.mark.parametrize("vector_bytes", [32, 64])
+def test_a_pass_with_cheap_steps_keeps_two_vectors_of_accumulators(vector_bytes):
+    """A fused row's later passes read the row from L1: a max or a sum of plain arithmetic is limited by its
+    accumulator chain and gets two vectors of lanes; a pass that computes an exp keeps the one-vector unroll."""
+    from uops_cpu_clang.renderer import ClangRenderer
+
+    ren = ClangRenderer(Device["CPU"].renderer.target, vector_bytes=vector_bytes)
+    two = 2 * vector_bytes // 4
+    x = Tensor(RNG.standard_normal((64, 2048)).astype(np.float32), device="CPU")
+
+    def unrolls(t: Tensor) -> list[tuple[Ops, int]]:
+        """(reduce op, UNROLL amount) of each reduce axis of ``t``'s one kernel, in axis order."""
+        (item,) = t.schedule()
+        amounts = {o.axis: o.amount for o in hand_coded_opts(item.ast, ren) if o.op is OptOps.UNROLL}
+        op_of = {r: u.arg for u in item.ast.toposort() if u.op is Ops.REDUCE for r in u.src[1:]}
+        return [(op_of[r], amounts.get(i, 1)) for i, r in enumerate(reduce_axes(item.ast))]
+
+    assert unrolls(layernorm(x)) == [(Ops.ADD, two), (Ops.ADD, two)]
+    assert sorted(unrolls(x.softmax(-1)), key=str) == sorted([(Ops.MAX, two), (Ops.ADD, 16)], key=str)
+    np.testing.assert_allclose(layernorm(x).numpy(), np_layernorm(x.numpy().astype(np.float64)), rtol=1e-4, atol=1e-4)
