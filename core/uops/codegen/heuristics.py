@@ -233,11 +233,12 @@ def _strided_reduction(ast: UOp, opts: list[Opt], ren: Renderer, axis: int) -> t
 ROW_STREAMS = (8, 4, 2)
 #: reduce length from which a row reduction streams several rows at once (shorter rows fit in L1 anyway)
 ROWS_MIN_REDUCE = 256
-#: the unroll of a contiguous reduction (``_unroll_reductions``' widest) from which one row at a time keeps the
-#: loads busy: more rows at once only add memory streams for the prefetchers to follow, unless they share an
-#: operand (a matrix-vector product's vector). Kernel alone, 2-core EPYC, best of 30, sum over axis 1 of 2048^2 on
-#: two threads: 8 rows 0.102 ms, one row 0.095 from L3; after 64 MiB of other writes 0.36 and 0.28 ms
-ROW_FULL_UNROLL = 16
+#: lanes of independent accumulators a contiguous reduction is unrolled by (the first that divides it). With the
+#: widest, one row at a time keeps the loads busy: more rows at once only add memory streams for the prefetchers
+#: to follow, unless they share an operand (a matrix-vector product's vector). Kernel alone, 2-core EPYC, best of
+#: 30, sum over axis 1 of 2048^2 on two threads: 8 rows 0.102 ms, one row 0.095 from L3; after 64 MiB of other
+#: writes 0.36 and 0.28 ms
+REDUCE_UNROLLS = (16, 8, 4)
 
 
 def _vector_sum(ast: UOp) -> bool:
@@ -283,7 +284,7 @@ def _row_streams(ast: UOp, opts: list[Opt], ren: Renderer, loads: list[UOp]) -> 
     """A reduction along the contiguous axis with no register tile: the output axis the loads stride along
     (a row index) is upcast, so several rows stream at once into one vector accumulator each instead of one row
     through a chain of adds, where the rows share an operand or the row's own unroll is short
-    (``ROW_FULL_UNROLL``). Returns the AST and its lanes."""
+    (``REDUCE_UNROLLS``). Returns the AST and its lanes."""
     outs = output_axes(ast)
     for i in reversed(range(len(outs))):
         size = _size(outs[i])
@@ -301,11 +302,12 @@ def _row_streams(ast: UOp, opts: list[Opt], ren: Renderer, loads: list[UOp]) -> 
 
 
 def _fully_unrolled(ast: UOp, loads: list[UOp]) -> bool:
-    """Whether the contiguous reduction of ``ast`` gets ``_unroll_reductions``' widest unroll (``ROW_FULL_UNROLL``)."""
+    """Whether the contiguous reduction of ``ast`` gets ``_unroll_reductions``' widest unroll (``REDUCE_UNROLLS``)."""
+    widest = REDUCE_UNROLLS[0]
     for r in reduce_axes(ast):
         size = _size(r)
         if any(stride(x, r) == 1 for x in loads):
-            return size is not None and size % ROW_FULL_UNROLL == 0 and size >= 4 * ROW_FULL_UNROLL
+            return size is not None and size % widest == 0 and size >= 4 * widest
     return False
 
 
@@ -495,7 +497,7 @@ def _unroll_reductions(
     for j, r in enumerate(reds):
         if any(stride(x, r) == 1 for x in streamed) and first < budget:
             wide = (widest,) if rowed and _cheap_steps(ast, r) else ()
-            choices = tuple(dict.fromkeys(a for a in (*wide, 16, 8, 4) if first * a <= budget))
+            choices = tuple(dict.fromkeys(a for a in (*wide, *REDUCE_UNROLLS) if first * a <= budget))
             amt = _divisor(_size(r) or 1, choices)
             if amt is not None and (_size(r) or 0) >= 4 * amt:
                 before = len(opts)
