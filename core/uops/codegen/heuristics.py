@@ -133,9 +133,10 @@ TILE_WASTE = 1 / 8
 #: the share a CPU register tile may recompute: a wider tile's FMAs per load pay for more (33x1000x77, alternating
 #: rounds on the 2-core Xeon: an 8x32 tile over 40x96 outputs 0.060 ms, the 4x16 tile over 36x80 0.079 ms)
 REGISTER_TILE_WASTE = 1 / 4
-#: work (outputs x reduce length) below which a register-tiled matmul stays on one core: 33x1000x77 ran in 0.079 ms
-#: alone and 0.104 ms split in two (waking the workers costs more than the half of the FMAs saves)
-GEMM_THREAD_MIN_WORK = 1 << 23
+#: work (outputs x reduce length) below which a register-tiled matmul stays on one core: the native pool's spinning
+#: workers start a chunk within a microsecond. Kernel alone, 2-core EPYC, one core against two: 128^3 0.036 and
+#: 0.022 ms, 100^3 0.021 and 0.015, 48x256x48 0.0106 and 0.0104, 64^3 0.0050 and 0.0060
+GEMM_THREAD_MIN_WORK = 1 << 20
 #: bytes of B below which a register-tiled matmul is neither SWAPped nor PACKed: B stays in L2 (33x1000x77:
 #: 0.074 ms plain, 0.092 ms packed)
 PACK_MIN_BYTES = 1 << 20
@@ -168,6 +169,11 @@ def _register_tile(ren: Renderer) -> tuple[int, tuple[int, ...], tuple[int, ...]
     return lanes, tuple(dict.fromkeys(cols)), rows
 
 
+#: the share of ``_tile_cycles`` an odd-sized matmul's tile must save to replace the usual one (``_odd_tile``)
+ODD_TILE_GAIN = 1 / 32
+#: cycles of loop and address work per step of a register tile (``_tile_cycles``): without it 3x16 tiles tied
+#: with 10x16 on 129x257x129, which ran 0.061 and 0.051 ms (kernel alone, 2-core EPYC, two threads)
+TILE_STEP_CYCLES = 0.5
 #: rows of a matmul from which a 4x64 tile beats 8x32 on AVX-512 (fewer rows of A in flight, each broadcast feeding
 #: four FMAs): timed on the 2-core Xeon, alternating rounds, 512x1024x4096 1.34x and 1024^3 1.16x faster. Fewer rows
 #: keep 8x32, so B streams once (decode with a batch of 8)
@@ -190,6 +196,41 @@ def _flat_tile(
     ):
         return (4, 2), (wide, *cols)
     return rows, cols
+
+
+def _tile_cycles(rows: int, cols: int, r: int, c: int, width: int) -> float:
+    """Cycles per reduction step of an ``r`` x ``c`` register tile over ``rows`` x ``cols`` outputs (last tiles
+    overlapped): each tile's step issues ``r * c / width`` FMAs, two a cycle, loads ``c / width`` vectors of B
+    and ``r`` broadcasts of A, three a cycle, and spends ``TILE_STEP_CYCLES`` on its loop."""
+    tiles = -(-rows // r) * -(-cols // c)
+    return tiles * (max(r * c / width / 2, (r + c / width) / 3) + TILE_STEP_CYCLES)
+
+
+def _odd_tile(
+    rows: tuple[int, ...], cols: tuple[int, ...], budget: int, order: list[tuple[int, UOp]], ren: Renderer
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(row tiles, column tiles) of a 2-D CPU register tile for sizes the usual tiles overlap by more than
+    ``TILE_WASTE`` of the outputs (33x77 in 8x32 tiles computes 40x96): the tile with the fewest cycles by
+    ``_tile_cycles`` among the column tiles and every row count that divides the rows, where it beats the usual
+    one by ``ODD_TILE_GAIN``. Kernel alone, 2-core EPYC, best of 15, two threads: 33x1000x77 in 8x32 tiles 0.044
+    ms, in 11x16 0.032; 7x512x300 in 4x32 0.017, in 7x32 0.014."""
+    n_rows, n_cols = _size(order[0][1]) or 0, _size(order[1][1]) or 0
+    width = max(1, ren.vector_max_bytes // 4)
+    r0 = _tile(n_rows, tuple(a for a in rows if a <= budget), REGISTER_TILE_WASTE)
+    c0 = _tile(n_cols, tuple(a for a in cols if (r0 or 1) * a <= budget), REGISTER_TILE_WASTE)
+    if r0 is None or c0 is None:
+        return rows, cols
+    if -(-n_rows // r0) * r0 * -(-n_cols // c0) * c0 <= n_rows * n_cols * (1 + TILE_WASTE):
+        return rows, cols
+    usual = _tile_cycles(n_rows, n_cols, r0, c0, width)
+    divisors = [d for d in range(2, budget // min(cols) + 1) if n_rows % d == 0]
+    best = min(
+        ((r, c) for r in dict.fromkeys((*rows, *divisors)) for c in cols if r * c <= budget and r <= n_rows),
+        key=lambda rc: (_tile_cycles(n_rows, n_cols, rc[0], rc[1], width), -rc[0] * rc[1]),  # the bigger of equals
+    )
+    if _tile_cycles(n_rows, n_cols, *best, width) > usual * (1 - ODD_TILE_GAIN):
+        return rows, cols
+    return (best[0],), (best[1],)
 
 
 def _try(ast: UOp, opts: list[Opt], opt: Opt, ren: Renderer) -> UOp:
@@ -540,6 +581,8 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
         budget, col_tiles, row_tiles = _register_tile(ren)
         if not gpu and len(order) == 2 and order[1][0] in contiguous:
             row_tiles, col_tiles = _flat_tile(row_tiles, col_tiles, budget, order, red_len)
+            if not transposed:
+                row_tiles, col_tiles = _odd_tile(row_tiles, col_tiles, budget, order, ren)
         for i, r in order:
             size = _size(r) or 1
             want = col_tiles if i in contiguous and not gpu else (4, 2) if gpu else row_tiles
