@@ -200,37 +200,48 @@ def _flat_tile(
 
 def _tile_cycles(rows: int, cols: int, r: int, c: int, width: int) -> float:
     """Cycles per reduction step of an ``r`` x ``c`` register tile over ``rows`` x ``cols`` outputs (last tiles
-    overlapped): each tile's step issues ``r * c / width`` FMAs, two a cycle, loads ``c / width`` vectors of B
-    and ``r`` broadcasts of A, three a cycle, and spends ``TILE_STEP_CYCLES`` on its loop."""
+    overlapped): each tile's step issues an FMA per row and vector of ``width`` lanes (a part vector costs a whole
+    one), two a cycle, loads the row's vectors of B and ``r`` broadcasts of A, three a cycle, and spends
+    ``TILE_STEP_CYCLES`` on its loop."""
     tiles = -(-rows // r) * -(-cols // c)
-    return tiles * (max(r * c / width / 2, (r + c / width) / 3) + TILE_STEP_CYCLES)
+    vectors = -(-c // width)
+    return tiles * (max(r * vectors / 2, (r + vectors) / 3) + TILE_STEP_CYCLES)
 
 
 def _odd_tile(
     rows: tuple[int, ...], cols: tuple[int, ...], budget: int, order: list[tuple[int, UOp]], ren: Renderer
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(row tiles, column tiles) of a 2-D CPU register tile for sizes the usual tiles overlap by more than
-    ``TILE_WASTE`` of the outputs (33x77 in 8x32 tiles computes 40x96): the tile with the fewest cycles by
-    ``_tile_cycles`` among the column tiles and every row count that divides the rows, where it beats the usual
-    one by ``ODD_TILE_GAIN``. Kernel alone, 2-core EPYC, best of 15, two threads: 33x1000x77 in 8x32 tiles 0.044
-    ms, in 11x16 0.032; 7x512x300 in 4x32 0.017, in 7x32 0.014."""
+) -> tuple[int, int] | None:
+    """(rows, columns) of a 2-D CPU register tile for sizes the usual tile fits badly: it overlaps the outputs by
+    more than ``TILE_WASTE`` (33x77 in 8x32 tiles computes 40x96) or its columns fill part of a vector. Among the
+    column tiles and the usual row tiles (with every row count that divides the rows, where they overlap), the one
+    with the fewest ``_tile_cycles`` (which counts an overlapped last tile whole), where it beats the usual one by
+    ``ODD_TILE_GAIN``; None keeps the usual one. Kernel alone, 2-core EPYC, best of 15: 33x1000x77 in 8x32 tiles
+    0.044 ms, in 11x16 0.032 (two threads); 7x512x300 in 4x32 0.017, in 7x32 0.014; 70x70x24 in 8x8 0.0045, in
+    8x16 0.0034 (one core)."""
     n_rows, n_cols = _size(order[0][1]) or 0, _size(order[1][1]) or 0
     width = max(1, ren.vector_max_bytes // 4)
     r0 = _tile(n_rows, tuple(a for a in rows if a <= budget), REGISTER_TILE_WASTE)
     c0 = _tile(n_cols, tuple(a for a in cols if (r0 or 1) * a <= budget), REGISTER_TILE_WASTE)
     if r0 is None or c0 is None:
-        return rows, cols
-    if -(-n_rows // r0) * r0 * -(-n_cols // c0) * c0 <= n_rows * n_cols * (1 + TILE_WASTE):
-        return rows, cols
-    usual = _tile_cycles(n_rows, n_cols, r0, c0, width)
-    divisors = [d for d in range(2, budget // min(cols) + 1) if n_rows % d == 0]
+        return None
+    overlap = -(-n_rows // r0) * r0 * -(-n_cols // c0) * c0 > n_rows * n_cols * (1 + TILE_WASTE)
+    if not overlap and c0 >= width:
+        return None
+    # other row counts only where the rows overlap: a row tile is as many streams of A, and with few columns to reuse
+    # them (4096x4096x8) 16 rows ran 2.4x slower than 8
+    divisors = [d for d in range(2, budget // width + 1) if n_rows % d == 0] if overlap else []
     best = min(
-        ((r, c) for r in dict.fromkeys((*rows, *divisors)) for c in cols if r * c <= budget and r <= n_rows),
+        (
+            (r, c)
+            for r in dict.fromkeys((*rows, *divisors))
+            for c in cols
+            if r <= n_rows and c <= n_cols and r * -(-c // width) * width <= budget
+        ),
         key=lambda rc: (_tile_cycles(n_rows, n_cols, rc[0], rc[1], width), -rc[0] * rc[1]),  # the bigger of equals
     )
-    if _tile_cycles(n_rows, n_cols, *best, width) > usual * (1 - ODD_TILE_GAIN):
-        return rows, cols
-    return (best[0],), (best[1],)
+    if _tile_cycles(n_rows, n_cols, *best, width) > _tile_cycles(n_rows, n_cols, r0, c0, width) * (1 - ODD_TILE_GAIN):
+        return None
+    return best
 
 
 def _try(ast: UOp, opts: list[Opt], opt: Opt, ren: Renderer) -> UOp:
@@ -579,17 +590,21 @@ def hand_coded_opts(ast: UOp, ren: Renderer) -> list[Opt]:
             contiguous.add(len(outs) - 1)  # its panels, once packed, are
         order = sorted(reuse, key=lambda ir: ir[0] in contiguous)
         budget, col_tiles, row_tiles = _register_tile(ren)
+        odd = None
         if not gpu and len(order) == 2 and order[1][0] in contiguous:
             row_tiles, col_tiles = _flat_tile(row_tiles, col_tiles, budget, order, red_len)
-            if not transposed:
-                row_tiles, col_tiles = _odd_tile(row_tiles, col_tiles, budget, order, ren)
-        for i, r in order:
+            odd = None if transposed else _odd_tile(row_tiles, col_tiles, budget, order, ren)
+        for side, (i, r) in enumerate(order):
             size = _size(r) or 1
             want = col_tiles if i in contiguous and not gpu else (4, 2) if gpu else row_tiles
             if transposed and i not in contiguous:  # two row tiles at least: PACK copies outside a row loop
                 want = tuple(a for a in want if 2 * a <= size)
-            amt = _tile(
-                size, tuple(a for a in want if lanes * a <= budget), REGISTER_TILE_WASTE if not gpu else TILE_WASTE
+            amt = (
+                odd[side]
+                if odd is not None
+                else _tile(
+                    size, tuple(a for a in want if lanes * a <= budget), REGISTER_TILE_WASTE if not gpu else TILE_WASTE
+                )
             )
             if amt is not None:
                 before = len(opts)
