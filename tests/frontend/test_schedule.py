@@ -323,6 +323,26 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+def test_a_plan_stored_under_the_same_hash_for_another_graph_is_not_used(builds: list[int]) -> None:
+    """Plans are kept by the hash of the graph's structure; a hit is checked against the whole structure, so a
+    collision schedules afresh rather than running another graph's kernels."""
+    from uops.frontend import schedule
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((6, 5)).astype(np.float32)
+    other = (Tensor(b, device="PYTHON") * 3).max(1)
+    other_key, _, _ = schedule._graph_key([other.uop], "PYTHON")
+    schedule.create_schedule([other.uop], "PYTHON")
+    stored_key, stored_plan = schedule._plans.get(hash(other_key)) or (None, None)
+    assert stored_key == other_key and stored_plan is not None
+    x = (Tensor(a, device="PYTHON") + 1).sum(1)
+    key, _, _ = schedule._graph_key([x.uop], "PYTHON")
+    schedule._plans.put(hash(key), (other_key, stored_plan))  # as if the two structures hashed alike
+    before = len(builds)
+    np.testing.assert_allclose(x.numpy(), (a + 1).sum(1), rtol=1e-5)
+    assert len(builds) == before + 1
+
+
 def test_a_repeated_op_on_new_inputs_reuses_the_plan(builds: list[int]) -> None:
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
