@@ -52,6 +52,7 @@ from uops.codegen.opt import (
     reduce_axes,
     row_loop,
 )
+from uops.codegen.stash import COSTLY_OPS
 from uops.ir.ops import AxisType, Ops
 from uops.ir.uop import UOp
 from uops.renderer import Renderer
@@ -156,12 +157,17 @@ def _tile(size: int, choices: tuple[int, ...], waste: float = TILE_WASTE) -> int
 _WIDE_REGISTERS, _REGISTERS = 32, 16
 
 
+def _float_lanes(ren: Renderer) -> int:
+    """float32 lanes of one of the target's widest vector registers."""
+    return max(1, ren.vector_max_bytes // 4)
+
+
 def _register_tile(ren: Renderer) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     """(lanes, column tiles, row tiles) of a CPU register tile: half the vector registers hold accumulators, the
     rest the loaded row of B and the broadcast A. The contiguous axis takes two vectors at most (each broadcast of A
     then feeds two FMAs), the rows the rest: on AVX-512 an 8x32 tile of 16 zmm. Timed on the 2-core Xeon
     (1024^3, alternating rounds): 8x32 in zmm 147 GFLOP/s, 12x32 146, 4x32 130, the AVX2 4x16 tile 58."""
-    width = max(1, ren.vector_max_bytes // 4)  # float32 lanes of one register
+    width = _float_lanes(ren)
     regs = _WIDE_REGISTERS if ren.vector_max_bytes >= 64 else _REGISTERS
     lanes = max(CPU_LANES, regs // 2 * width)
     cols = tuple(c for c in (2 * width, width, 16, 8, 4, 2) if c <= 2 * width)
@@ -219,7 +225,7 @@ def _odd_tile(
     0.044 ms, in 11x16 0.032 (two threads); 7x512x300 in 4x32 0.017, in 7x32 0.014; 70x70x24 in 8x8 0.0045, in
     8x16 0.0034 (one core)."""
     n_rows, n_cols = _size(order[0][1]) or 0, _size(order[1][1]) or 0
-    width = max(1, ren.vector_max_bytes // 4)
+    width = _float_lanes(ren)
     r0 = _tile(n_rows, tuple(a for a in rows if a <= budget), REGISTER_TILE_WASTE)
     c0 = _tile(n_cols, tuple(a for a in cols if (r0 or 1) * a <= budget), REGISTER_TILE_WASTE)
     if r0 is None or c0 is None:
@@ -293,27 +299,28 @@ ROWS_MIN_REDUCE = 256
 REDUCE_UNROLLS = (16, 8, 4)
 
 
+def _step_ops(red: UOp) -> list[UOp]:
+    """The computed nodes of a reduction's step that change from step to step: what depends on its own ranges,
+    loads and constants aside (a load's index math is no value; what no range reaches is one broadcast value)."""
+    own = {r for r in red.src[1:] if r.op is Ops.RANGE}
+    out: list[UOp] = []
+    todo, seen = [red.src[0]], set()
+    while todo:
+        u = todo.pop()
+        if u in seen or u.op in (Ops.LOAD, Ops.CONST) or not own & set(u.ranges):
+            continue
+        seen.add(u)
+        out.append(u)
+        todo.extend(u.src)
+    return out
+
+
 def _vector_sum(ast: UOp) -> bool:
     """Whether every reduction of ``ast`` is a sum whose steps stay vector ops when several rows stream at once:
     what depends on the reduce ranges is loads and lanewise arithmetic (a softmax's exp, a max, a compare would
     be computed lane by lane, slower than one row's unrolled chain, as timed on softmax rows of 2048^2)."""
     reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
-    for red in reds:
-        if red.arg is not Ops.ADD:
-            return False
-        own = {r for r in red.src[1:] if r.op is Ops.RANGE}
-        todo, seen = [red.src[0]], set()
-        while todo:
-            u = todo.pop()
-            if u in seen or u.op in (Ops.LOAD, Ops.CONST):  # a load's index math is no value
-                continue
-            seen.add(u)
-            if not own & set(u.ranges):
-                continue  # the same in every step of the row: one broadcast value
-            if u.op not in LANEWISE_OPS:
-                return False
-            todo.extend(u.src)
-    return bool(reds)
+    return bool(reds) and all(red.arg is Ops.ADD and all(u.op in LANEWISE_OPS for u in _step_ops(red)) for red in reds)
 
 
 def _streamed(loads: list[UOp], outs: list[UOp]) -> list[UOp]:
@@ -353,13 +360,17 @@ def _row_streams(ast: UOp, opts: list[Opt], ren: Renderer, loads: list[UOp]) -> 
     return ast, 1
 
 
+def _reduce_unroll(size: int, choices: tuple[int, ...]) -> int | None:
+    """The unroll of a contiguous reduction of ``size``: the first choice dividing it, if it leaves 4 steps or more."""
+    amt = _divisor(size, choices)
+    return amt if amt is not None and size >= 4 * amt else None
+
+
 def _fully_unrolled(ast: UOp, loads: list[UOp]) -> bool:
     """Whether the contiguous reduction of ``ast`` gets ``_unroll_reductions``' widest unroll (``REDUCE_UNROLLS``)."""
-    widest = REDUCE_UNROLLS[0]
     for r in reduce_axes(ast):
-        size = _size(r)
         if any(stride(x, r) == 1 for x in loads):
-            return size is not None and size % widest == 0 and size >= 4 * widest
+            return _reduce_unroll(_size(r) or 1, REDUCE_UNROLLS) == REDUCE_UNROLLS[0]
     return False
 
 
@@ -431,7 +442,7 @@ def _dot_tile(ast: UOp, opts: list[Opt], ren: Renderer, inner: list[UOp], outs: 
     if len(inner) != 2 or not reds:
         return False
     j, r = len(reds) - 1, reds[-1]
-    width = max(1, ren.vector_max_bytes // 4)
+    width = _float_lanes(ren)
     size = _size(r) or 0
     if size < DOT_MIN_REDUCE or size % width or any(stride(x, r) != 1 for x in inner):
         return False
@@ -469,7 +480,7 @@ def _vector_lanes(
     rebuilds every vector from scalars: p @ V of a decode step's attention (6x1x256 @ 6x256x64) ran 10x slower
     unrolled by 8 than with its 32 lanes alone (best 3.9 us). ``axes``: the output and reduce axes before any opt."""
     outs, reds = axes
-    if lanes < max(1, ren.vector_max_bytes // 4):
+    if lanes < _float_lanes(ren):
         return False
     upcast = [outs[o.axis] for o in opts if o.op is OptOps.UPCAST]
     return any(stride(x, o) == 1 and any(stride(x, r) not in (0, 1) for r in reds) for x in loads for o in upcast)
@@ -510,25 +521,13 @@ def _small_windows(ast: UOp, opts: list[Opt], ren: Renderer, reds: list[UOp]) ->
 #: 0.581; softmax with two on its max pass 1.03, on both passes 1.05, on neither 1.11; softmax's gradient (five
 #: passes, exps among them) two everywhere 3.19, one everywhere 2.82, two on its cheap passes 2.84 (best of 60)
 ROW_PASS_VECTORS = 2
-#: ops whose cost in a reduction's step hides the accumulator's latency already
-_COSTLY_STEP = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV, Ops.IDIV, Ops.MOD})
 
 
 def _cheap_steps(ast: UOp, r: UOp) -> bool:
-    """Whether every reduction over ``r`` steps by loads and plain arithmetic: what depends on ``r`` computes no
-    exp, log, root or division."""
+    """Whether every reduction over ``r`` steps by loads and plain arithmetic: its step computes none of the
+    ``COSTLY_OPS`` (an exp, a log, a root, a division), whose cost hides the accumulator's latency already."""
     reds = [u for u in ast.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
-    for red in reds:
-        todo, seen = [red.src[0]], set()
-        while todo:
-            u = todo.pop()
-            if u in seen or u.op is Ops.LOAD or r not in u.ranges:
-                continue
-            seen.add(u)
-            if u.op in _COSTLY_STEP:
-                return False
-            todo.extend(u.src)
-    return bool(reds)
+    return bool(reds) and not any(u.op in COSTLY_OPS for red in reds for u in _step_ops(red))
 
 
 def _unroll_reductions(
@@ -545,13 +544,13 @@ def _unroll_reductions(
     first = lanes
     # a fused row's later passes read the row from L1, where one accumulator's add or max chain, not the loads,
     # is the limit of a pass with cheap steps: two vectors of accumulators (see ROW_PASS_VECTORS)
-    widest = ROW_PASS_VECTORS * max(1, ren.vector_max_bytes // 4)
+    widest = ROW_PASS_VECTORS * _float_lanes(ren)
     for j, r in enumerate(reds):
         if any(stride(x, r) == 1 for x in streamed) and first < budget:
             wide = (widest,) if rowed and _cheap_steps(ast, r) else ()
             choices = tuple(dict.fromkeys(a for a in (*wide, *REDUCE_UNROLLS) if first * a <= budget))
-            amt = _divisor(_size(r) or 1, choices)
-            if amt is not None and (_size(r) or 0) >= 4 * amt:
+            amt = _reduce_unroll(_size(r) or 1, choices)
+            if amt is not None:
                 before = len(opts)
                 ast = _try(ast, opts, Opt(OptOps.UNROLL, j, amt), ren)
                 lanes *= amt if len(opts) > before and lanes == first else 1
